@@ -1,0 +1,100 @@
+use std::{net::SocketAddr, sync::Arc};
+
+use anyhow::Context;
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    auth::{password::PasswordHasher, sessions::LoginSessions},
+    cache::Cache,
+    config::Config,
+    db, http,
+    metrics::HttpMetrics,
+    rate_limit::RateLimiter,
+    state::AppState,
+    ws,
+};
+
+/// The running service: an HTTP listener, a WebSocket listener, and the state they share.
+pub struct Application {
+    http_listener: TcpListener,
+    ws_listener: TcpListener,
+    state: AppState,
+}
+
+impl Application {
+    /// Connects, migrates and binds both listeners (port 0 picks a free port).
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        db::create_if_missing(&config).await?;
+        let db = db::pool(&config)?;
+        db::migrate(&db).await?;
+        Self::build_with_pool(config, db).await
+    }
+
+    /// Binds both listeners around an existing pool, without running migrations.
+    pub async fn build_with_pool(config: Config, db: PgPool) -> anyhow::Result<Self> {
+        let http_listener = TcpListener::bind((config.bind_address, config.http_port))
+            .await
+            .with_context(|| format!("binding the HTTP port {}", config.http_port))?;
+        let ws_listener = TcpListener::bind((config.bind_address, config.ws_port))
+            .await
+            .with_context(|| format!("binding the WebSocket port {}", config.ws_port))?;
+        let mut websocket_addr = ws_listener.local_addr()?;
+        if websocket_addr.ip().is_unspecified() {
+            websocket_addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let cache = Cache::new(
+            config.redis_url.as_ref().map(|url| url.expose()),
+            &config.redis_key_prefix,
+        )?;
+        let state = AppState {
+            rate_limiter: Arc::new(RateLimiter::new(
+                &cache,
+                config.rate_limit_per_minute,
+                config.chat_rate_limit_per_minute,
+            )),
+            metrics: Arc::new(HttpMetrics::new()),
+            passwords: PasswordHasher::new(config.bcrypt_cost),
+            login_sessions: LoginSessions::new(db.clone(), config.session_ttl(), config.session_cookie_secure),
+            cache,
+            db,
+            websocket_addr,
+            config: Arc::new(config),
+        };
+        Ok(Self {
+            http_listener,
+            ws_listener,
+            state,
+        })
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_listener.local_addr().expect("bound listener has an address")
+    }
+
+    pub fn ws_addr(&self) -> SocketAddr {
+        self.ws_listener.local_addr().expect("bound listener has an address")
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` is cancelled, then lets in-flight HTTP requests finish.
+    pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        tracing::info!(http = %self.http_addr(), websocket = %self.ws_addr(), "vigil listening");
+        let websocket = tokio::spawn(ws::serve(self.ws_listener, self.state.clone(), shutdown.clone()));
+        let router = http::router(self.state);
+        axum::serve(
+            self.http_listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .await
+        .context("HTTP server failed")?;
+        shutdown.cancel();
+        websocket.await.context("WebSocket listener task failed")?;
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+//! Who is calling. Identity comes from `X-User-ID` (verified as described on [`AuthMode`]) or
+//! from the login session cookie, and is resolved at most once per request.
+
+pub mod gateway;
+pub mod password;
+pub mod sessions;
+
+use axum::{
+    extract::FromRequestParts,
+    http::{request::Parts, HeaderMap},
+};
+use axum_extra::extract::CookieJar;
+
+use crate::{config::AuthMode, error::AppError, state::AppState};
+
+pub const USER_ID_HEADER: &str = "x-user-id";
+const MAX_USER_ID_LEN: usize = 255;
+
+/// The outcome of looking at a request's credentials.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// Neither `X-User-ID` nor a session cookie.
+    Anonymous,
+    /// An `X-User-ID` that names no user, or that strict mode could not verify.
+    Unverified(String),
+    /// A verified, existing user.
+    User(String),
+}
+
+impl Identity {
+    pub async fn resolve(parts: &Parts, state: &AppState) -> Result<Self, AppError> {
+        let session_user = match session_token(&parts.headers) {
+            Some(token) => state.login_sessions.user_of(&token).await?,
+            None => None,
+        };
+        let Some(claimed) = claimed_user_id(&parts.headers) else {
+            return Ok(session_user.map_or(Self::Anonymous, Self::User));
+        };
+        if claimed.len() > MAX_USER_ID_LEN {
+            return Ok(Self::Unverified(claimed));
+        }
+        if state.config.auth_mode == AuthMode::Strict
+            && session_user.as_deref() != Some(claimed.as_str())
+            && !signed_by_gateway(&parts.headers, &claimed, state)
+        {
+            return Ok(Self::Unverified(claimed));
+        }
+        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)")
+            .bind(&claimed)
+            .fetch_one(&state.db)
+            .await?;
+        Ok(if exists {
+            Self::User(claimed)
+        } else {
+            Self::Unverified(claimed)
+        })
+    }
+}
+
+impl FromRequestParts<AppState> for Identity {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(identity) = parts.extensions.get::<Identity>() {
+            return Ok(identity.clone());
+        }
+        let identity = Self::resolve(parts, state).await?;
+        parts.extensions.insert(identity.clone());
+        Ok(identity)
+    }
+}
+
+/// A verified user; anything else is 401.
+#[derive(Clone, Debug)]
+pub struct AuthUser {
+    pub id: String,
+}
+
+impl FromRequestParts<AppState> for AuthUser {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        match Identity::from_request_parts(parts, state).await? {
+            Identity::User(id) => Ok(Self { id }),
+            Identity::Anonymous => Err(AppError::Unauthorized(
+                "authentication required: send the X-User-ID header or log in".into(),
+            )),
+            Identity::Unverified(_) => Err(AppError::Unauthorized("unknown or unverified user".into())),
+        }
+    }
+}
+
+/// The raw `X-User-ID` value, trimmed; `None` when absent or blank.
+pub fn claimed_user_id(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(USER_ID_HEADER)?.to_str().ok()?.trim();
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+pub fn session_token(headers: &HeaderMap) -> Option<String> {
+    CookieJar::from_headers(headers)
+        .get(sessions::SESSION_COOKIE)
+        .map(|cookie| cookie.value().to_owned())
+        .filter(|token| !token.is_empty())
+}
+
+fn signed_by_gateway(headers: &HeaderMap, user_id: &str, state: &AppState) -> bool {
+    let Some(secret) = state.config.gateway_signing_secret.as_ref().filter(|s| !s.is_empty()) else {
+        return false;
+    };
+    headers
+        .get(gateway::SIGNATURE_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|header| gateway::verify(secret.expose(), user_id, header, chrono::Utc::now().timestamp()))
+}

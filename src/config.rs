@@ -1,0 +1,156 @@
+//! The service's whole configuration: one typed struct, read from flags or the environment.
+
+use std::{fmt, net::IpAddr, path::PathBuf, time::Duration};
+
+use clap::{Args, ValueEnum};
+
+/// A value that must never reach a log line or a response. `Debug` and `Display` print a mask.
+#[derive(Clone, Default)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+/// How much the `X-User-ID` header is trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AuthMode {
+    /// `X-User-ID` is honoured when it names an existing user (the spec's recommended scheme,
+    /// for deployments where a trusted gateway sets the header).
+    Trusted,
+    /// `X-User-ID` is honoured only when it matches the session cookie's user, or carries a
+    /// valid `X-User-Signature` from the gateway (HMAC-SHA256 with `GATEWAY_SIGNING_SECRET`).
+    Strict,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct Config {
+    /// Address both listeners bind to.
+    #[arg(long, env = "BIND_ADDRESS", default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+
+    /// HTTP API port (0 picks a free port).
+    #[arg(long, env = "HTTP_PORT", default_value_t = 5080)]
+    pub http_port: u16,
+
+    /// WebSocket chat port (0 picks a free port).
+    #[arg(long, env = "WS_PORT", default_value_t = 5006)]
+    pub ws_port: u16,
+
+    /// PostgreSQL connection string (event store, read tables, users).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/vigil"
+    )]
+    pub database_url: Secret,
+
+    /// Maximum connections in the database pool.
+    #[arg(long, env = "DATABASE_MAX_CONNECTIONS", default_value_t = 20)]
+    pub database_max_connections: u32,
+
+    /// Redis connection string. When absent, cache and rate limits are in-process.
+    #[arg(long, env = "REDIS_URL")]
+    pub redis_url: Option<Secret>,
+
+    /// Prefix of every Redis key this instance writes (lets several deployments or tests share one Redis).
+    #[arg(long, env = "REDIS_KEY_PREFIX", default_value = "vigil")]
+    pub redis_key_prefix: String,
+
+    /// Allowed CORS origin: the web frontend.
+    #[arg(long, env = "FRONTEND_URL", default_value = "http://localhost:3000")]
+    pub frontend_url: String,
+
+    /// bcrypt work factor for password hashes.
+    #[arg(long, env = "BCRYPT_COST", default_value_t = 12, value_parser = clap::value_parser!(u32).range(4..=31))]
+    pub bcrypt_cost: u32,
+
+    /// How `X-User-ID` is verified.
+    #[arg(long, env = "AUTH_MODE", value_enum, default_value = "trusted")]
+    pub auth_mode: AuthMode,
+
+    /// Shared secret with the trusted gateway, used in strict mode to verify `X-User-Signature`.
+    #[arg(long, env = "GATEWAY_SIGNING_SECRET")]
+    pub gateway_signing_secret: Option<Secret>,
+
+    /// Lifetime of a login session cookie, in hours.
+    #[arg(long, env = "SESSION_TTL_HOURS", default_value_t = 168)]
+    pub session_ttl_hours: u32,
+
+    /// Mark the session cookie `Secure` (set when served over HTTPS).
+    #[arg(long, env = "SESSION_COOKIE_SECURE", default_value_t = false)]
+    pub session_cookie_secure: bool,
+
+    /// Requests per minute per user on the HTTP API.
+    #[arg(long, env = "RATE_LIMIT_PER_MINUTE", default_value_t = 100)]
+    pub rate_limit_per_minute: u32,
+
+    /// Requests per minute per user on `/chat_api/*`.
+    #[arg(long, env = "CHAT_RATE_LIMIT_PER_MINUTE", default_value_t = 20)]
+    pub chat_rate_limit_per_minute: u32,
+
+    /// Seconds a request may take before it is answered with 503.
+    #[arg(long, env = "REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    pub request_timeout_secs: u64,
+
+    /// Largest request body accepted, in bytes (larger ones get 413).
+    #[arg(long, env = "MAX_BODY_BYTES", default_value_t = 10 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Milliseconds the health check waits for the chatbot WebSocket's first answer.
+    #[arg(long, env = "HEALTH_WS_TIMEOUT_MS", default_value_t = 2000)]
+    pub health_ws_timeout_ms: u64,
+
+    /// Where per-session storage (generated files, uploads) lives.
+    #[arg(long, env = "DATA_DIR", default_value = ".data")]
+    pub data_dir: PathBuf,
+
+    /// Deployment environment name; part of secret names.
+    #[arg(long, env = "VIGIL_ENV", default_value = "dev")]
+    pub environment: String,
+}
+
+impl Config {
+    /// The configuration as the environment gives it, with no command-line flags.
+    pub fn from_env() -> Result<Self, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            config: Config,
+        }
+        <Wrapper as clap::Parser>::try_parse_from(["vigil"]).map(|w| w.config)
+    }
+
+    pub fn session_ttl(&self) -> Duration {
+        Duration::from_secs(u64::from(self.session_ttl_hours) * 3600)
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_secs)
+    }
+
+    pub fn health_ws_timeout(&self) -> Duration {
+        Duration::from_millis(self.health_ws_timeout_ms)
+    }
+}

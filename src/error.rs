@@ -1,0 +1,155 @@
+//! The HTTP layer's one error type. Every failure leaves the service as `{"error", "code"}` JSON
+//! with the status chosen here; internal causes are logged once (by the request-logging
+//! middleware, from the response's extensions) and never echoed to the caller.
+
+use std::sync::Arc;
+
+use axum::{
+    extract::rejection::{BytesRejection, PathRejection, QueryRejection},
+    http::{header, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    Json,
+};
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    /// Protocol-level refusals (405, 413, 415, 503 timeout) that keep their own status.
+    #[error("{message}")]
+    Refused {
+        status: StatusCode,
+        code: &'static str,
+        message: String,
+    },
+    #[error("rate limit exceeded: {limit} requests per minute")]
+    RateLimited { limit: u32, retry_after_secs: u64 },
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+/// The JSON error body of every failed request.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong, for a person.
+    pub error: String,
+    /// Stable machine-readable code (`invalid_request`, `unauthorized`, `not_found`, ...).
+    pub code: String,
+}
+
+/// Carried in a 500 response's extensions so the logging middleware can report the cause once.
+#[derive(Clone, Debug)]
+pub struct InternalErrorReport(pub Arc<anyhow::Error>);
+
+impl AppError {
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::BadRequest {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::bad_request("invalid_request", message)
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::Refused { status, .. } => *status,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest { code, .. } | Self::Refused { code, .. } => code,
+            Self::Unauthorized(_) => "unauthorized",
+            Self::Forbidden(_) => "forbidden",
+            Self::NotFound(_) => "not_found",
+            Self::Conflict(_) => "conflict",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::Internal(_) => "internal_error",
+        }
+    }
+}
+
+impl From<sqlx::Error> for AppError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Internal(error.into())
+    }
+}
+
+/// Maps a unique-constraint violation on `constraint` to `conflict`; any other error stays internal.
+pub fn on_unique_violation(constraint: &str, conflict: AppError) -> impl FnOnce(sqlx::Error) -> AppError + '_ {
+    move |error| match &error {
+        sqlx::Error::Database(db) if db.constraint() == Some(constraint) => conflict,
+        _ => AppError::from(error),
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let message = match &self {
+            Self::Internal(_) => "internal server error".to_owned(),
+            other => other.to_string(),
+        };
+        let body = ErrorBody {
+            error: message,
+            code: self.code().to_owned(),
+        };
+        let mut response = (status, Json(body)).into_response();
+        match self {
+            Self::RateLimited { retry_after_secs, .. } => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs.max(1)));
+            }
+            Self::Internal(cause) => {
+                response.extensions_mut().insert(InternalErrorReport(Arc::new(cause)));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+impl From<PathRejection> for AppError {
+    fn from(rejection: PathRejection) -> Self {
+        Self::bad_request("invalid_path", rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for AppError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::bad_request("invalid_query", rejection.body_text())
+    }
+}
+
+impl From<BytesRejection> for AppError {
+    fn from(rejection: BytesRejection) -> Self {
+        match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => Self::Refused {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                code: "payload_too_large",
+                message: "request body is too large".into(),
+            },
+            _ => Self::bad_request("invalid_body", rejection.body_text()),
+        }
+    }
+}

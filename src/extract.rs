@@ -1,0 +1,81 @@
+//! Request extractors whose rejections are [`AppError`]s, so that a malformed body, path or
+//! query gets the service's JSON error shape instead of axum's plain text.
+
+use axum::{
+    body::Bytes,
+    extract::{FromRequest, FromRequestParts, Request},
+    http::{header, HeaderMap, StatusCode},
+};
+use serde::de::DeserializeOwned;
+
+use crate::error::AppError;
+
+/// A JSON request body. Empty body → 400 `missing_body`; a content type other than JSON → 415;
+/// broken JSON → 400 `invalid_json`; JSON of the wrong shape → 400 `invalid_request` naming the field.
+pub struct JsonBody<T>(pub T);
+
+impl<T, S> FromRequest<S> for JsonBody<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = has_json_content_type(req.headers());
+        let bytes = Bytes::from_request(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(AppError::bad_request("missing_body", "a JSON request body is required"));
+        }
+        if !is_json {
+            return Err(AppError::Refused {
+                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                code: "unsupported_media_type",
+                message: "expected a request with `Content-Type: application/json`".into(),
+            });
+        }
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses a JSON document, naming the offending field on a shape error.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        match inner.classify() {
+            serde_json::error::Category::Data => {
+                if path == "." {
+                    AppError::invalid(format!("invalid request body: {inner}"))
+                } else {
+                    AppError::invalid(format!("invalid field `{path}`: {inner}"))
+                }
+            }
+            _ => AppError::bad_request("invalid_json", format!("malformed JSON: {inner}")),
+        }
+    })
+}
+
+fn has_json_content_type(headers: &HeaderMap) -> bool {
+    let Some(content_type) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// Path parameters; a parameter of the wrong type (a non-UUID id) is a 400.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(AppError))]
+pub struct Path<T>(pub T);
+
+/// Query parameters with the service's error shape.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(AppError))]
+pub struct Query<T>(pub T);

@@ -1,0 +1,195 @@
+//! Dependency checks behind `/health` and `/health/readiness` (spec Health and "Overall health").
+//! A subsystem that does not exist yet says so as `degraded` with a warning; nothing reports a
+//! health it has not measured.
+
+use std::{collections::BTreeMap, future::Future, net::SocketAddr, time::Duration};
+
+use futures::{SinkExt, StreamExt};
+use serde::Serialize;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::state::AppState;
+
+const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthStatus {
+    Healthy,
+    Degraded,
+    Unhealthy,
+}
+
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct Check {
+    pub status: HealthStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Check {
+    pub fn healthy(message: impl Into<String>) -> Self {
+        Self {
+            status: HealthStatus::Healthy,
+            message: Some(message.into()),
+            warning: None,
+            error: None,
+        }
+    }
+    pub fn degraded(message: impl Into<String>, warning: impl Into<String>) -> Self {
+        Self {
+            status: HealthStatus::Degraded,
+            message: Some(message.into()),
+            warning: Some(warning.into()),
+            error: None,
+        }
+    }
+    pub fn unhealthy(error: impl Into<String>) -> Self {
+        Self {
+            status: HealthStatus::Unhealthy,
+            message: None,
+            warning: None,
+            error: Some(error.into()),
+        }
+    }
+}
+
+/// The spec's table: any unhealthy → unhealthy; else any degraded → degraded; else healthy.
+pub fn overall(checks: &BTreeMap<&'static str, Check>) -> HealthStatus {
+    checks
+        .values()
+        .map(|check| check.status)
+        .max()
+        .unwrap_or(HealthStatus::Healthy)
+}
+
+pub async fn full_report(state: &AppState) -> BTreeMap<&'static str, Check> {
+    let (database, cache, chatbot) = tokio::join!(
+        bounded(check_database(state)),
+        bounded(check_cache(state)),
+        check_chatbot_websocket(state.websocket_addr, state.config.health_ws_timeout()),
+    );
+    BTreeMap::from([
+        ("database", database),
+        ("cache", cache),
+        ("vector_store", check_vector_store()),
+        ("task_queue", check_task_queue()),
+        ("chatbot_websocket", chatbot),
+    ])
+}
+
+pub async fn readiness_report(state: &AppState) -> BTreeMap<&'static str, Check> {
+    let (database, cache) = tokio::join!(bounded(check_database(state)), bounded(check_cache(state)));
+    BTreeMap::from([("database", database), ("cache", cache)])
+}
+
+async fn bounded(check: impl Future<Output = Check>) -> Check {
+    tokio::time::timeout(CHECK_TIMEOUT, check)
+        .await
+        .unwrap_or_else(|_| Check::unhealthy(format!("no answer within {} s", CHECK_TIMEOUT.as_secs())))
+}
+
+async fn check_database(state: &AppState) -> Check {
+    match sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&state.db).await {
+        Ok(_) => Check::healthy("PostgreSQL answered"),
+        Err(error) => Check::unhealthy(format!("PostgreSQL unreachable: {}", database_error_summary(&error))),
+    }
+}
+
+/// A one-line cause that names no credentials (connection errors can echo the URL's host only).
+fn database_error_summary(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::PoolTimedOut => "timed out waiting for a connection".into(),
+        sqlx::Error::Io(io) => io.kind().to_string(),
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        other => other.to_string().lines().next().unwrap_or_default().to_owned(),
+    }
+}
+
+async fn check_cache(state: &AppState) -> Check {
+    match state.cache.ping().await {
+        Ok(message) => Check::healthy(message),
+        Err(error) => Check::unhealthy(format!("cache unreachable: {error:#}")),
+    }
+}
+
+fn check_vector_store() -> Check {
+    Check::degraded(
+        "no vector store is configured",
+        "similarity search is not built yet; it arrives with incident correlation",
+    )
+}
+
+fn check_task_queue() -> Check {
+    Check::degraded(
+        "0 active workers",
+        "no task queue workers are active (the job queue is not built yet)",
+    )
+}
+
+/// Connects to the service's own chat socket, sends `init`, and needs the first answer in time.
+pub async fn check_chatbot_websocket(addr: SocketAddr, timeout: Duration) -> Check {
+    let url = format!("ws://{addr}/");
+    let attempt = async {
+        let (mut socket, _) = tokio_tungstenite::connect_async(&url)
+            .await
+            .map_err(|e| e.to_string())?;
+        socket
+            .send(Message::text(r#"{"type":"init","user_id":"health-check"}"#))
+            .await
+            .map_err(|e| e.to_string())?;
+        let first = loop {
+            match socket.next().await {
+                Some(Ok(Message::Text(text))) => break text,
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                Some(Ok(other)) => return Err(format!("unexpected frame {other:?}")),
+                Some(Err(error)) => return Err(error.to_string()),
+                None => return Err("connection closed before any answer".into()),
+            }
+        };
+        let _ = socket.close(None).await;
+        Ok::<_, String>(first.to_string())
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Err(_) => Check::unhealthy(format!("no answer to init within {} ms", timeout.as_millis())),
+        Ok(Err(error)) => Check::unhealthy(format!("chatbot channel failed: {error}")),
+        Ok(Ok(first)) if first.contains("\"START\"") => Check::healthy("chatbot channel answered init"),
+        Ok(Ok(first)) => Check::unhealthy(format!("unexpected first answer: {first}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(statuses: &[HealthStatus]) -> BTreeMap<&'static str, Check> {
+        let names = ["a", "b", "c", "d", "e"];
+        statuses
+            .iter()
+            .zip(names)
+            .map(|(status, name)| {
+                (
+                    name,
+                    Check {
+                        status: *status,
+                        message: None,
+                        warning: None,
+                        error: None,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn overall_status_table() {
+        use HealthStatus::*;
+        assert_eq!(overall(&with(&[Healthy, Healthy])), Healthy);
+        assert_eq!(overall(&with(&[Healthy, Degraded])), Degraded);
+        assert_eq!(overall(&with(&[Degraded, Unhealthy, Healthy])), Unhealthy);
+    }
+}

@@ -1,0 +1,96 @@
+use std::{collections::BTreeMap, time::Instant};
+
+use axum::{extract::State, http::StatusCode, Json};
+use serde::Serialize;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use crate::{
+    health::{self, Check, HealthStatus},
+    state::AppState,
+};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(liveness))
+        .routes(routes!(readiness))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct HealthReport {
+    overall_status: HealthStatus,
+    /// ISO 8601 time of the report.
+    timestamp: String,
+    /// Milliseconds taken to run all checks.
+    response_time_ms: f64,
+    /// `database`, `cache`, `vector_store`, `task_queue`, `chatbot_websocket`.
+    checks: BTreeMap<&'static str, Check>,
+}
+
+/// State of the service and each dependency; 503 when any check is unhealthy.
+#[utoipa::path(get, path = "/health", tag = "health", responses(
+    (status = 200, description = "healthy or degraded", body = HealthReport),
+    (status = 503, description = "a check is unhealthy", body = HealthReport)))]
+async fn health(State(state): State<AppState>) -> (StatusCode, Json<HealthReport>) {
+    let started = Instant::now();
+    let checks = health::full_report(&state).await;
+    let overall_status = health::overall(&checks);
+    let status = if overall_status == HealthStatus::Unhealthy {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    let report = HealthReport {
+        overall_status,
+        timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        response_time_ms: (started.elapsed().as_secs_f64() * 1000.0 * 100.0).round() / 100.0,
+        checks,
+    };
+    (status, Json(report))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct Liveness {
+    /// Always `alive`.
+    status: &'static str,
+}
+
+/// The process responds.
+#[utoipa::path(get, path = "/health/liveness", tag = "health",
+    responses((status = 200, body = Liveness)))]
+async fn liveness() -> Json<Liveness> {
+    Json(Liveness { status: "alive" })
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct Readiness {
+    /// `ready` or `not_ready`.
+    status: &'static str,
+    /// `database` and `cache`.
+    checks: BTreeMap<&'static str, Check>,
+}
+
+/// Ready to serve: database and cache both healthy.
+#[utoipa::path(get, path = "/health/readiness", tag = "health", responses(
+    (status = 200, description = "ready", body = Readiness),
+    (status = 503, description = "database or cache unhealthy", body = Readiness)))]
+async fn readiness(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
+    let checks = health::readiness_report(&state).await;
+    if health::overall(&checks) == HealthStatus::Healthy {
+        (
+            StatusCode::OK,
+            Json(Readiness {
+                status: "ready",
+                checks,
+            }),
+        )
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(Readiness {
+                status: "not_ready",
+                checks,
+            }),
+        )
+    }
+}

@@ -1,0 +1,137 @@
+//! The HTTP API: every module's routes merged under one OpenAPI document, with the layers that
+//! apply to all of them.
+
+mod health;
+mod users;
+
+use std::{any::Any, sync::Arc};
+
+use axum::{
+    http::{header, HeaderName, HeaderValue, Method, StatusCode},
+    middleware,
+    response::{IntoResponse, Response},
+    Extension, Json, Router,
+};
+use tower_http::{
+    catch_panic::CatchPanicLayer,
+    cors::{AllowOrigin, CorsLayer},
+    trace::TraceLayer,
+};
+use utoipa::{
+    openapi::security::{ApiKey, ApiKeyValue, SecurityScheme},
+    Modify, OpenApi,
+};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use crate::{error::AppError, metrics, rate_limit, state::AppState};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "vigil", description = "Incidents, root cause analysis, agent chat and cloud connections."),
+    modifiers(&SecuritySchemes),
+    components(schemas(crate::error::ErrorBody)),
+    tags(
+        (name = "users", description = "Accounts and login sessions"),
+        (name = "health", description = "Service and dependency health; exempt from rate limits"),
+        (name = "operations", description = "Metrics and the API description"),
+    )
+)]
+struct ApiDoc;
+
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "user_id",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-User-ID"))),
+        );
+        components.add_security_scheme(
+            "session_cookie",
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new(crate::auth::sessions::SESSION_COOKIE))),
+        );
+    }
+}
+
+/// The OpenAPI 3.1 document of every HTTP endpoint.
+#[utoipa::path(get, path = "/api/openapi.json", tag = "operations",
+    responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json")))]
+async fn openapi_document(Extension(document): Extension<Arc<OpenApiJson>>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], document.0.clone())
+}
+
+/// The serialized document, made once at start-up.
+struct OpenApiJson(String);
+
+pub fn router(state: AppState) -> Router {
+    let (routes, mut openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(users::router())
+        .merge(health::router())
+        .routes(routes!(metrics::metrics_handler))
+        .routes(routes!(openapi_document))
+        .split_for_parts();
+    openapi.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    let document = Arc::new(OpenApiJson(openapi.to_json().expect("OpenAPI document serializes")));
+
+    routes
+        .layer(Extension(document))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), rate_limit::enforce))
+        .layer(middleware::from_fn_with_state(state.clone(), metrics::observe))
+        .layer(axum::extract::DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(cors(&state.config.frontend_url))
+        .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::custom(panic_response))
+        .with_state(state)
+}
+
+/// Spec Authentication §7: the frontend origin, with credentials, seven methods and six headers.
+fn cors(frontend_url: &str) -> CorsLayer {
+    let origin = HeaderValue::from_str(frontend_url.trim_end_matches('/'))
+        .unwrap_or_else(|_| HeaderValue::from_static("http://localhost:3000"));
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list([origin]))
+        .allow_credentials(true)
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::DELETE,
+            Method::OPTIONS,
+            Method::PATCH,
+        ])
+        .allow_headers([
+            header::CONTENT_TYPE,
+            HeaderName::from_static("x-provider"),
+            HeaderName::from_static("x-requested-with"),
+            HeaderName::from_static("x-user-id"),
+            header::AUTHORIZATION,
+            HeaderName::from_static("x-provider-preference"),
+        ])
+}
+
+async fn not_found() -> AppError {
+    AppError::NotFound("no such endpoint".into())
+}
+
+async fn method_not_allowed() -> AppError {
+    AppError::Refused {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        code: "method_not_allowed",
+        message: "this endpoint does not accept that method".into(),
+    }
+}
+
+fn panic_response(_panic: Box<dyn Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Json(crate::error::ErrorBody {
+            error: "internal server error".into(),
+            code: "internal_error".into(),
+        }),
+    )
+        .into_response()
+}

@@ -1,0 +1,203 @@
+//! Registration, login, logout and password change (spec Endpoints → Users).
+
+use axum::{
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    Json,
+};
+use axum_extra::extract::CookieJar;
+use serde::{Deserialize, Serialize};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use crate::{
+    auth::{password::password_problem, session_token, Identity},
+    config::AuthMode,
+    error::{AppError, ErrorBody},
+    extract::JsonBody,
+    state::AppState,
+    users::{self, User},
+};
+
+const MAX_FIELD_LEN: usize = 255;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(register))
+        .routes(routes!(login))
+        .routes(routes!(logout))
+        .routes(routes!(change_password))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct RegisterRequest {
+    email: String,
+    /// At least 8 characters, at most 72 bytes (bcrypt's limit).
+    password: String,
+    name: Option<String>,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct LoginRequest {
+    email: String,
+    password: String,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct ChangePasswordRequest {
+    #[serde(rename = "currentPassword", alias = "current_password")]
+    current_password: String,
+    #[serde(rename = "newPassword", alias = "new_password")]
+    new_password: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct UserResponse {
+    id: String,
+    email: String,
+    name: Option<String>,
+}
+
+impl From<User> for UserResponse {
+    fn from(user: User) -> Self {
+        Self {
+            id: user.id,
+            email: user.email,
+            name: user.name,
+        }
+    }
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct MessageResponse {
+    message: String,
+}
+
+fn valid_email(raw: &str) -> Result<String, AppError> {
+    let email = raw.trim();
+    if email.is_empty() {
+        return Err(AppError::invalid("email is required"));
+    }
+    if email.len() > MAX_FIELD_LEN || !email_address::EmailAddress::is_valid(email) || !email.contains('.') {
+        return Err(AppError::invalid("email is not a valid address"));
+    }
+    Ok(email.to_owned())
+}
+
+/// Create an account.
+#[utoipa::path(post, path = "/api/auth/register", tag = "users", request_body = RegisterRequest, responses(
+    (status = 201, body = UserResponse),
+    (status = 400, description = "invalid email, password under 8 characters, malformed body", body = ErrorBody),
+    (status = 409, description = "email already registered", body = ErrorBody)))]
+async fn register(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<RegisterRequest>,
+) -> Result<(StatusCode, Json<UserResponse>), AppError> {
+    let email = valid_email(&request.email)?;
+    if let Some(problem) = password_problem(&request.password) {
+        return Err(AppError::invalid(problem));
+    }
+    let name = request.name.as_deref().map(str::trim).filter(|name| !name.is_empty());
+    if name.is_some_and(|name| name.chars().count() > MAX_FIELD_LEN) {
+        return Err(AppError::invalid("name must be at most 255 characters"));
+    }
+    let hash = state.passwords.hash(&request.password).await?;
+    let user = users::insert(&state.db, &email, name, &hash).await?;
+    tracing::info!(user_id = %user.id, "user registered");
+    Ok((StatusCode::CREATED, Json(user.into())))
+}
+
+/// Log in; sets the `vigil_session` cookie (HttpOnly, SameSite=Lax, lifetime `SESSION_TTL_HOURS`).
+#[utoipa::path(post, path = "/api/auth/login", tag = "users", request_body = LoginRequest, responses(
+    (status = 200, body = UserResponse, headers(("set-cookie" = String, description = "vigil_session"))),
+    (status = 400, body = ErrorBody),
+    (status = 401, description = "unknown email or wrong password (one message for both)", body = ErrorBody)))]
+async fn login(
+    State(state): State<AppState>,
+    jar: CookieJar,
+    JsonBody(request): JsonBody<LoginRequest>,
+) -> Result<(CookieJar, Json<UserResponse>), AppError> {
+    let user = users::by_email(&state.db, request.email.trim()).await?;
+    let matches = state
+        .passwords
+        .verify(&request.password, user.as_ref().map(|user| user.password_hash.as_str()))
+        .await?;
+    let Some(user) = user.filter(|_| matches) else {
+        tracing::warn!(email = %request.email.trim(), "failed login");
+        return Err(AppError::Unauthorized("invalid email or password".into()));
+    };
+    let cookie = state.login_sessions.open(&user.id).await?;
+    tracing::info!(user_id = %user.id, "user logged in");
+    Ok((jar.add(cookie), Json(user.into())))
+}
+
+/// End the cookie session (if any) and clear the cookie. Always 200.
+#[utoipa::path(post, path = "/api/auth/logout", tag = "users", responses((status = 200, body = MessageResponse)))]
+async fn logout(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    jar: CookieJar,
+) -> Result<(CookieJar, Json<MessageResponse>), AppError> {
+    if let Some(token) = session_token(&headers) {
+        state.login_sessions.close(&token).await?;
+    }
+    let message = MessageResponse {
+        message: "logged out".into(),
+    };
+    Ok((jar.add(state.login_sessions.removal_cookie()), Json(message)))
+}
+
+/// Change the caller's password. Other login sessions of the user are ended.
+///
+/// An `X-User-ID` that names no user is 404 (spec: "user not found"); no identity at all is 401.
+#[utoipa::path(post, path = "/api/auth/change-password", tag = "users", request_body = ChangePasswordRequest,
+    security(("user_id" = []), ("session_cookie" = [])), responses(
+    (status = 200, body = MessageResponse),
+    (status = 400, description = "new password under 8 characters", body = ErrorBody),
+    (status = 401, description = "no identity, or wrong current password", body = ErrorBody),
+    (status = 404, description = "user not found", body = ErrorBody)))]
+async fn change_password(
+    State(state): State<AppState>,
+    identity: Identity,
+    headers: HeaderMap,
+    JsonBody(request): JsonBody<ChangePasswordRequest>,
+) -> Result<Json<MessageResponse>, AppError> {
+    let user_id = match identity {
+        Identity::User(id) => id,
+        Identity::Anonymous => {
+            return Err(AppError::Unauthorized(
+                "authentication required: send the X-User-ID header or log in".into(),
+            ))
+        }
+        Identity::Unverified(_) if state.config.auth_mode == AuthMode::Strict => {
+            return Err(AppError::Unauthorized("unverified user".into()))
+        }
+        Identity::Unverified(_) => return Err(AppError::NotFound("user not found".into())),
+    };
+    if let Some(problem) = password_problem(&request.new_password) {
+        return Err(AppError::invalid(format!("new {problem}")));
+    }
+    let user = users::by_id(&state.db, &user_id)
+        .await?
+        .ok_or_else(|| AppError::NotFound("user not found".into()))?;
+    if !state
+        .passwords
+        .verify(&request.current_password, Some(&user.password_hash))
+        .await?
+    {
+        tracing::warn!(user_id = %user.id, "password change refused: wrong current password");
+        return Err(AppError::Unauthorized("current password is incorrect".into()));
+    }
+    let hash = state.passwords.hash(&request.new_password).await?;
+    if !users::set_password_hash(&state.db, &user.id, &hash).await? {
+        return Err(AppError::NotFound("user not found".into()));
+    }
+    let current_session = session_token(&headers);
+    state
+        .login_sessions
+        .close_others(&user.id, current_session.as_deref())
+        .await?;
+    tracing::info!(user_id = %user.id, "password changed");
+    Ok(Json(MessageResponse {
+        message: "password changed".into(),
+    }))
+}

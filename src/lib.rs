@@ -1,0 +1,20 @@
+//! vigil: the backend of an AI site-reliability agent.
+
+pub mod app;
+pub mod auth;
+pub mod cache;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod http;
+pub mod metrics;
+pub mod rate_limit;
+pub mod state;
+pub mod telemetry;
+pub mod users;
+pub mod ws;
+
+pub use app::Application;
+pub use config::Config;

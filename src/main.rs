@@ -1,0 +1,61 @@
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+use vigil::{Application, Config};
+
+#[derive(Parser)]
+#[command(name = "vigil", version, about = "Backend of an AI site-reliability agent")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    config: Config,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API and the WebSocket channel (the default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    vigil::telemetry::init();
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            let shutdown = CancellationToken::new();
+            tokio::spawn(stop_on_signal(shutdown.clone()));
+            Application::build(cli.config).await?.run_until_stopped(shutdown).await
+        }
+        Command::Migrate => {
+            vigil::db::create_if_missing(&cli.config).await?;
+            let db = vigil::db::pool(&cli.config)?;
+            vigil::db::migrate(&db).await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+    }
+}
+
+async fn stop_on_signal(shutdown: CancellationToken) {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutting down");
+    shutdown.cancel();
+}

@@ -1,0 +1,244 @@
+//! Per-user request budgets (spec Limits): 100 requests a minute on the HTTP API, 20 on
+//! `/chat_api/*`; health, metrics and the OpenAPI document are exempt.
+//!
+//! The window is fixed and anchored at the caller's first request: the first request opens a
+//! 60-second window and the 101st inside it is refused, however quickly or slowly the first 100
+//! came. (A GCRA limiter such as `governor` refills continuously, so it would let the 101st
+//! through whenever the first 100 took longer than 0.6 s, which is not "100 a minute".) With
+//! Redis the count lives in one key per caller and window (`INCR` + `PEXPIRE` in a script, so
+//! every instance spends one budget); without Redis an in-process map does the same.
+//!
+//! `X-RateLimit-Reset` is the number of seconds until the window closes (rounded up).
+
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, Instant},
+};
+
+use axum::{
+    extract::{ConnectInfo, Request, State},
+    http::{HeaderMap, HeaderValue, Method},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use dashmap::DashMap;
+use sha2::{Digest, Sha256};
+
+use crate::{
+    auth::{claimed_user_id, session_token},
+    cache::{Cache, RedisHandle},
+    error::AppError,
+    state::AppState,
+};
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Api,
+    Chat,
+}
+
+impl Scope {
+    /// The budget a path spends, or `None` for exempt paths.
+    pub fn of(method: &Method, path: &str) -> Option<Self> {
+        let exempt = method == Method::OPTIONS
+            || path == "/health"
+            || path.starts_with("/health/")
+            || path == "/metrics"
+            || path == "/api/openapi.json";
+        if exempt {
+            None
+        } else if path == "/chat_api" || path.starts_with("/chat_api/") {
+            Some(Self::Chat)
+        } else {
+            Some(Self::Api)
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Api => "api",
+            Self::Chat => "chat",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub allowed: bool,
+    pub limit: u32,
+    pub remaining: u32,
+    pub reset_after: Duration,
+}
+
+impl Decision {
+    fn new(limit: u32, count: u64, reset_after: Duration) -> Self {
+        Self {
+            allowed: count <= u64::from(limit),
+            limit,
+            remaining: u64::from(limit).saturating_sub(count) as u32,
+            reset_after,
+        }
+    }
+
+    fn reset_secs(&self) -> u64 {
+        self.reset_after.as_millis().div_ceil(1000) as u64
+    }
+}
+
+pub struct RateLimiter {
+    api_limit: u32,
+    chat_limit: u32,
+    backend: Backend,
+}
+
+enum Backend {
+    Redis(RedisHandle),
+    InProcess {
+        windows: DashMap<String, (Instant, u64)>,
+        calls: AtomicU64,
+    },
+}
+
+const REDIS_WINDOW_SCRIPT: &str = r"
+local count = redis.call('INCR', KEYS[1])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  ttl = tonumber(ARGV[1])
+end
+return {count, ttl}
+";
+
+impl RateLimiter {
+    pub fn new(cache: &Cache, api_limit: u32, chat_limit: u32) -> Self {
+        let backend = match cache {
+            Cache::Redis(redis) => Backend::Redis(redis.clone()),
+            Cache::InProcess => Backend::InProcess {
+                windows: DashMap::new(),
+                calls: AtomicU64::new(0),
+            },
+        };
+        Self {
+            api_limit,
+            chat_limit,
+            backend,
+        }
+    }
+
+    /// Spends one request of `caller`'s budget in `scope`.
+    pub async fn check(&self, scope: Scope, caller: &str) -> Decision {
+        let limit = match scope {
+            Scope::Api => self.api_limit,
+            Scope::Chat => self.chat_limit,
+        };
+        let key = format!("ratelimit:{}:{caller}", scope.name());
+        match &self.backend {
+            Backend::Redis(redis) => match Self::count_in_redis(redis, &key).await {
+                Ok((count, ttl)) => Decision::new(limit, count, ttl),
+                Err(error) => {
+                    // Failing open: a cache outage must not take the API down with it.
+                    tracing::warn!(error = %format!("{error:#}"), "rate limit check skipped: Redis unavailable");
+                    Decision::new(limit, 0, WINDOW)
+                }
+            },
+            Backend::InProcess { windows, calls } => {
+                let now = Instant::now();
+                if calls.fetch_add(1, Ordering::Relaxed) % 4096 == 0 {
+                    windows.retain(|_, (opened, _)| now.duration_since(*opened) < WINDOW);
+                }
+                let mut entry = windows.entry(key).or_insert((now, 0));
+                let (opened, count) = entry.value_mut();
+                if now.duration_since(*opened) >= WINDOW {
+                    *opened = now;
+                    *count = 0;
+                }
+                *count += 1;
+                Decision::new(limit, *count, WINDOW.saturating_sub(now.duration_since(*opened)))
+            }
+        }
+    }
+
+    async fn count_in_redis(redis: &RedisHandle, key: &str) -> anyhow::Result<(u64, Duration)> {
+        let mut conn = redis.connection().await?;
+        let (count, ttl_ms): (u64, u64) = redis::Script::new(REDIS_WINDOW_SCRIPT)
+            .key(redis.key(key))
+            .arg(WINDOW.as_millis() as u64)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok((count, Duration::from_millis(ttl_ms)))
+    }
+}
+
+/// Who a request is counted against: the claimed user, else the login session, else the peer address.
+fn caller_key(request: &Request) -> String {
+    let headers = request.headers();
+    if let Some(user_id) = claimed_user_id(headers) {
+        return format!("user:{}", hex::encode(Sha256::digest(user_id.as_bytes())));
+    }
+    if let Some(token) = session_token(headers) {
+        return format!("session:{}", hex::encode(Sha256::digest(token.as_bytes())));
+    }
+    match request.extensions().get::<ConnectInfo<std::net::SocketAddr>>() {
+        Some(ConnectInfo(addr)) => format!("ip:{}", addr.ip()),
+        None => "ip:unknown".into(),
+    }
+}
+
+pub async fn enforce(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(scope) = Scope::of(request.method(), request.uri().path()) else {
+        return next.run(request).await;
+    };
+    let decision = state.rate_limiter.check(scope, &caller_key(&request)).await;
+    let mut response = if decision.allowed {
+        next.run(request).await
+    } else {
+        AppError::RateLimited {
+            limit: decision.limit,
+            retry_after_secs: decision.reset_secs(),
+        }
+        .into_response()
+    };
+    write_headers(response.headers_mut(), &decision);
+    response
+}
+
+fn write_headers(headers: &mut HeaderMap, decision: &Decision) {
+    headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
+    headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
+    headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset_secs()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes() {
+        assert_eq!(Scope::of(&Method::GET, "/health"), None);
+        assert_eq!(Scope::of(&Method::GET, "/health/readiness"), None);
+        assert_eq!(Scope::of(&Method::GET, "/healthz"), Some(Scope::Api));
+        assert_eq!(Scope::of(&Method::OPTIONS, "/api/incidents"), None);
+        assert_eq!(Scope::of(&Method::GET, "/chat_api/sessions"), Some(Scope::Chat));
+        assert_eq!(Scope::of(&Method::POST, "/api/auth/login"), Some(Scope::Api));
+    }
+
+    #[tokio::test]
+    async fn in_process_window_refuses_after_the_limit() {
+        let limiter = RateLimiter::new(&Cache::InProcess, 3, 1);
+        for expected_remaining in [2, 1, 0] {
+            let decision = limiter.check(Scope::Api, "u").await;
+            assert!(decision.allowed);
+            assert_eq!(decision.remaining, expected_remaining);
+        }
+        let refused = limiter.check(Scope::Api, "u").await;
+        assert!(!refused.allowed);
+        assert!(refused.reset_secs() >= 59 && refused.reset_secs() <= 60);
+        assert!(
+            limiter.check(Scope::Api, "other").await.allowed,
+            "budgets are per caller"
+        );
+        assert!(limiter.check(Scope::Chat, "u").await.allowed, "budgets are per scope");
+    }
+}

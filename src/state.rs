@@ -1,0 +1,25 @@
+use std::{net::SocketAddr, sync::Arc};
+
+use sqlx::PgPool;
+
+use crate::{
+    auth::{password::PasswordHasher, sessions::LoginSessions},
+    cache::Cache,
+    config::Config,
+    metrics::HttpMetrics,
+    rate_limit::RateLimiter,
+};
+
+/// Everything a handler may need, cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub db: PgPool,
+    pub cache: Cache,
+    pub rate_limiter: Arc<RateLimiter>,
+    pub metrics: Arc<HttpMetrics>,
+    pub passwords: PasswordHasher,
+    pub login_sessions: LoginSessions,
+    /// Where this instance's own WebSocket listener can be reached (for the health check).
+    pub websocket_addr: SocketAddr,
+}

@@ -1,0 +1,51 @@
+//! Users are a plain table (no history is asked of them); this is its repository.
+
+use sqlx::PgPool;
+
+use crate::error::{on_unique_violation, AppError};
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct User {
+    pub id: String,
+    pub email: String,
+    pub name: Option<String>,
+    pub password_hash: String,
+}
+
+pub async fn insert(db: &PgPool, email: &str, name: Option<&str>, password_hash: &str) -> Result<User, AppError> {
+    sqlx::query_as(
+        "INSERT INTO users (email, name, password_hash) VALUES ($1, $2, $3) RETURNING id, email, name, password_hash",
+    )
+    .bind(email)
+    .bind(name)
+    .bind(password_hash)
+    .fetch_one(db)
+    .await
+    .map_err(on_unique_violation(
+        "users_email_key",
+        AppError::Conflict("an account with this email already exists".into()),
+    ))
+}
+
+pub async fn by_email(db: &PgPool, email: &str) -> sqlx::Result<Option<User>> {
+    sqlx::query_as("SELECT id, email, name, password_hash FROM users WHERE lower(email) = lower($1)")
+        .bind(email)
+        .fetch_optional(db)
+        .await
+}
+
+pub async fn by_id(db: &PgPool, id: &str) -> sqlx::Result<Option<User>> {
+    sqlx::query_as("SELECT id, email, name, password_hash FROM users WHERE id = $1")
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
+pub async fn set_password_hash(db: &PgPool, id: &str, password_hash: &str) -> sqlx::Result<bool> {
+    let result = sqlx::query("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1")
+        .bind(id)
+        .bind(password_hash)
+        .execute(db)
+        .await?;
+    Ok(result.rows_affected() == 1)
+}

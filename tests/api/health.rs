@@ -1,0 +1,98 @@
+use serde_json::Value;
+
+use crate::helpers::{spawn_app, spawn_app_with};
+
+#[tokio::test]
+async fn liveness_is_alive() {
+    let app = spawn_app().await;
+    let response = app.get("/health/liveness").await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        serde_json::json!({ "status": "alive" })
+    );
+}
+
+#[tokio::test]
+async fn health_reports_five_checks_and_is_degraded_while_subsystems_are_missing() {
+    let app = spawn_app().await;
+    let response = app.get("/health").await;
+    assert_eq!(response.status(), 200, "degraded is still 200");
+    let body: Value = response.json().await.unwrap();
+    let checks = body["checks"].as_object().unwrap();
+    let mut names: Vec<_> = checks.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["cache", "chatbot_websocket", "database", "task_queue", "vector_store"]
+    );
+    assert_eq!(checks["database"]["status"], "healthy");
+    assert!(checks["database"]["message"].is_string());
+    assert_eq!(checks["cache"]["status"], "healthy");
+    assert_eq!(checks["chatbot_websocket"]["status"], "healthy", "{body}");
+    assert_eq!(checks["task_queue"]["status"], "degraded");
+    assert!(checks["task_queue"]["warning"].is_string());
+    assert!(checks["task_queue"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("0 active workers"));
+    assert_eq!(body["overall_status"], "degraded");
+    assert!(body["response_time_ms"].as_f64().unwrap() >= 0.0);
+    assert!(chrono::DateTime::parse_from_rfc3339(body["timestamp"].as_str().unwrap()).is_ok());
+}
+
+#[tokio::test]
+async fn a_dependency_down_makes_health_unhealthy_503_and_readiness_503() {
+    // Nothing listens on port 1: the cache is down from the start.
+    let app = spawn_app_with(|config| config.redis_url = Some(vigil::config::Secret::new("redis://127.0.0.1:1"))).await;
+    let response = app.get("/health").await;
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["overall_status"], "unhealthy");
+    assert_eq!(body["checks"]["cache"]["status"], "unhealthy");
+    assert!(body["checks"]["cache"]["error"].is_string());
+    assert_eq!(body["checks"]["database"]["status"], "healthy");
+
+    let readiness = app.get("/health/readiness").await;
+    assert_eq!(readiness.status(), 503);
+    let body: Value = readiness.json().await.unwrap();
+    assert_eq!(body["status"], "not_ready");
+    assert_eq!(body["checks"]["cache"]["status"], "unhealthy");
+    assert_eq!(body["checks"]["database"]["status"], "healthy");
+}
+
+#[tokio::test]
+async fn readiness_is_ready_then_503_when_the_database_goes_away() {
+    let app = spawn_app().await;
+    let ready = app.get("/health/readiness").await;
+    assert_eq!(ready.status(), 200);
+    assert_eq!(ready.json::<Value>().await.unwrap()["status"], "ready");
+
+    app.take_database_away().await;
+    let response = app.get("/health/readiness").await;
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "not_ready");
+    assert_eq!(body["checks"]["database"]["status"], "unhealthy");
+    assert!(body["checks"]["database"]["error"].is_string());
+
+    let health = app.get("/health").await;
+    assert_eq!(health.status(), 503);
+    assert_eq!(health.json::<Value>().await.unwrap()["overall_status"], "unhealthy");
+}
+
+#[tokio::test]
+async fn chatbot_check_is_unhealthy_when_the_socket_does_not_answer() {
+    // A listener that accepts and never answers stands in for a hung chat channel.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let check = vigil::health::check_chatbot_websocket(addr, std::time::Duration::from_millis(300)).await;
+    assert_eq!(check.status, vigil::health::HealthStatus::Unhealthy);
+    assert!(check.error.unwrap().contains("no answer"));
+}

@@ -1,0 +1,233 @@
+//! `spawn_app()`: the real router and WebSocket listener on random ports, against a fresh
+//! PostgreSQL database made for the one test (migrated, dropped afterwards). Redis is used when
+//! `REDIS_URL` is set, with a key prefix of the test's own (deleted afterwards).
+
+use std::{net::SocketAddr, str::FromStr, sync::Once};
+
+use reqwest::{header::HeaderMap, Response, Url};
+use serde_json::{json, Value};
+use sqlx::{postgres::PgConnectOptions, Connection, PgConnection, PgPool};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+use vigil::{Application, Config};
+
+pub const PASSWORD: &str = "correct horse battery";
+
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub ws_addr: SocketAddr,
+    pub db: PgPool,
+    pub client: reqwest::Client,
+    pub redis_prefix: Option<String>,
+    database: TestDatabase,
+    shutdown: CancellationToken,
+}
+
+pub struct TestUser {
+    pub id: String,
+    pub email: String,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// Like [`spawn_app`], letting the test adjust the configuration first.
+pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
+    init_test_logging();
+    let database = TestDatabase::create().await;
+    let mut config = Config::from_env().expect("configuration from the environment");
+    config.bind_address = "127.0.0.1".parse().unwrap();
+    config.http_port = 0;
+    config.ws_port = 0;
+    config.bcrypt_cost = 4;
+    config.database_url = vigil::config::Secret::new(database.url.to_string());
+    config.redis_key_prefix = format!("vigil-test-{}", Uuid::new_v4().simple());
+    config.data_dir = std::env::temp_dir().join(format!("vigil-test-{}", Uuid::new_v4().simple()));
+    customize(&mut config);
+    let redis_prefix = config.redis_url.is_some().then(|| config.redis_key_prefix.clone());
+
+    let db = PgPool::connect(database.url.as_str())
+        .await
+        .expect("connect to the test database");
+    vigil::db::migrate(&db)
+        .await
+        .expect("migrations apply to a fresh database");
+    let app = Application::build_with_pool(config, db.clone())
+        .await
+        .expect("application builds");
+    let (addr, ws_addr) = (app.http_addr(), app.ws_addr());
+    let shutdown = CancellationToken::new();
+    tokio::spawn(app.run_until_stopped(shutdown.clone()));
+
+    let client = reqwest::Client::builder().cookie_store(true).build().unwrap();
+    TestApp {
+        addr,
+        ws_addr,
+        db,
+        client,
+        redis_prefix,
+        database,
+        shutdown,
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Response {
+        self.client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.client.get(self.url(path)).send().await.expect("request sent")
+    }
+
+    pub async fn register(&self, email: &str, password: &str) -> Response {
+        self.post_json(
+            "/api/auth/register",
+            &json!({ "email": email, "password": password, "name": "Test User" }),
+        )
+        .await
+    }
+
+    /// Registers a fresh user and returns its id and credentials.
+    pub async fn new_user(&self) -> TestUser {
+        let email = format!("user-{}@example.com", Uuid::new_v4().simple());
+        let response = self.register(&email, PASSWORD).await;
+        assert_eq!(response.status(), 201, "registration of {email}");
+        let body: Value = response.json().await.unwrap();
+        TestUser {
+            id: body["id"].as_str().unwrap().to_owned(),
+            email,
+        }
+    }
+
+    pub async fn change_password(&self, headers: HeaderMap, current: &str, new: &str) -> Response {
+        self.client
+            .post(self.url("/api/auth/change-password"))
+            .headers(headers)
+            .json(&json!({ "currentPassword": current, "newPassword": new }))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Makes the database unreachable for the running app, as an outage would.
+    pub async fn take_database_away(&self) {
+        self.database.drop_now().await;
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        let database = self.database.clone();
+        let redis = self.redis_prefix.clone().zip(std::env::var("REDIS_URL").ok());
+        // Drop runs inside the test's runtime; clean up on a thread with a runtime of its own.
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                database.drop_now().await;
+                if let Some((prefix, url)) = redis {
+                    delete_redis_keys(&url, &prefix).await;
+                }
+            });
+        })
+        .join()
+        .ok();
+    }
+}
+
+#[derive(Clone)]
+struct TestDatabase {
+    admin: PgConnectOptions,
+    name: String,
+    url: Url,
+}
+
+impl TestDatabase {
+    async fn create() -> Self {
+        let server =
+            std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let mut url = Url::parse(&server).expect("DATABASE_URL is a URL");
+        let admin = PgConnectOptions::from_str(&server)
+            .expect("DATABASE_URL parses")
+            .database("postgres");
+        let name = format!("vigil_test_{}", Uuid::new_v4().simple());
+        let mut conn = PgConnection::connect_with(&admin)
+            .await
+            .expect("PostgreSQL reachable at DATABASE_URL");
+        sqlx::query(&format!(r#"CREATE DATABASE "{name}""#))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        url.set_path(&format!("/{name}"));
+        Self { admin, name, url }
+    }
+
+    async fn drop_now(&self) {
+        if let Ok(mut conn) = PgConnection::connect_with(&self.admin).await {
+            let _ = sqlx::query(&format!(r#"DROP DATABASE IF EXISTS "{}" WITH (FORCE)"#, self.name))
+                .execute(&mut conn)
+                .await;
+        }
+    }
+}
+
+async fn delete_redis_keys(url: &str, prefix: &str) {
+    let Ok(client) = redis::Client::open(url) else { return };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+        return;
+    };
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_default();
+    if !keys.is_empty() {
+        let _: redis::RedisResult<()> = redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
+    }
+}
+
+fn init_test_logging() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        if std::env::var_os("TEST_LOG").is_some() {
+            vigil::telemetry::init();
+        }
+    });
+}
+
+pub fn user_header(user_id: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert("X-User-ID", user_id.parse().unwrap());
+    headers
+}
+
+/// Asserts the service's error shape and returns the body.
+pub async fn assert_error(response: Response, status: u16, code: &str) -> Value {
+    assert_eq!(response.status(), status, "status");
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned());
+    assert_eq!(content_type.as_deref(), Some("application/json"), "errors are JSON");
+    let body: Value = response.json().await.expect("JSON error body");
+    assert!(
+        body["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "error message in {body}"
+    );
+    assert_eq!(body["code"], code, "code in {body}");
+    body
+}

@@ -1,0 +1,43 @@
+use serde_json::Value;
+
+use crate::helpers::spawn_app;
+
+#[tokio::test]
+async fn openapi_document_lists_every_endpoint() {
+    let app = spawn_app().await;
+    let response = app.get("/api/openapi.json").await;
+    assert_eq!(response.status(), 200);
+    let document: Value = response.json().await.unwrap();
+    assert!(document["openapi"].as_str().unwrap().starts_with("3.1"));
+    let paths = document["paths"].as_object().unwrap();
+    for (path, method) in [
+        ("/api/auth/register", "post"),
+        ("/api/auth/login", "post"),
+        ("/api/auth/logout", "post"),
+        ("/api/auth/change-password", "post"),
+        ("/health", "get"),
+        ("/health/liveness", "get"),
+        ("/health/readiness", "get"),
+        ("/metrics", "get"),
+        ("/api/openapi.json", "get"),
+    ] {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} documented"
+        );
+    }
+}
+
+#[tokio::test]
+async fn metrics_count_requests_by_route_and_status() {
+    let app = spawn_app().await;
+    app.get("/health/liveness").await;
+    app.get("/api/nowhere").await;
+    let text = app.get("/metrics").await.text().await.unwrap();
+    assert!(
+        text.contains(r#"http_requests_total{method="GET",route="/health/liveness",status="200"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains(r#"route="unmatched",status="404""#), "{text}");
+    assert!(text.contains("http_request_duration_seconds_bucket"));
+}

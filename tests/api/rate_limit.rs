@@ -1,0 +1,134 @@
+use reqwest::Response;
+
+use crate::helpers::{assert_error, spawn_app, spawn_app_with, TestApp};
+
+async fn logout_as(app: &TestApp, user_id: &str) -> Response {
+    app.client
+        .post(app.url("/api/auth/logout"))
+        .header("X-User-ID", user_id)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn header(response: &Response, name: &str) -> u64 {
+    response
+        .headers()
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} present"))
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_101st_request_in_a_minute_is_refused_with_headers() {
+    let app = spawn_app().await;
+    for spent in 1..=100u64 {
+        let response = logout_as(&app, "rate-limited-user").await;
+        assert_eq!(response.status(), 200, "request {spent}");
+        assert_eq!(header(&response, "x-ratelimit-limit"), 100);
+        assert_eq!(header(&response, "x-ratelimit-remaining"), 100 - spent);
+        assert!((1..=60).contains(&header(&response, "x-ratelimit-reset")));
+    }
+    let refused = logout_as(&app, "rate-limited-user").await;
+    assert_eq!(header(&refused, "x-ratelimit-remaining"), 0);
+    let retry_after = header(&refused, "retry-after");
+    assert!((1..=60).contains(&retry_after), "Retry-After {retry_after}");
+    assert_error(refused, 429, "rate_limited").await;
+
+    assert_eq!(
+        logout_as(&app, "someone-else").await.status(),
+        200,
+        "budgets are per user"
+    );
+    let health = app
+        .client
+        .get(app.url("/health/liveness"))
+        .header("X-User-ID", "rate-limited-user")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200, "health endpoints are exempt");
+    assert!(health.headers().get("x-ratelimit-limit").is_none());
+}
+
+#[tokio::test]
+async fn health_metrics_and_openapi_are_exempt() {
+    let app = spawn_app_with(|config| config.rate_limit_per_minute = 2).await;
+    for path in [
+        "/health/liveness",
+        "/health/readiness",
+        "/health",
+        "/metrics",
+        "/api/openapi.json",
+    ] {
+        for _ in 0..4 {
+            let response = app
+                .client
+                .get(app.url(path))
+                .header("X-User-ID", "u")
+                .send()
+                .await
+                .unwrap();
+            assert_ne!(response.status(), 429, "{path} is exempt");
+        }
+    }
+    assert_eq!(logout_as(&app, "u").await.status(), 200);
+    assert_eq!(logout_as(&app, "u").await.status(), 200);
+    assert_eq!(logout_as(&app, "u").await.status(), 429);
+}
+
+#[tokio::test]
+async fn chat_endpoints_have_a_budget_of_twenty() {
+    let app = spawn_app().await;
+    let chat = |n: usize| {
+        let app = &app;
+        async move {
+            let response = app
+                .client
+                .get(app.url("/chat_api/sessions"))
+                .header("X-User-ID", "chatty")
+                .send()
+                .await
+                .unwrap();
+            (n, response)
+        }
+    };
+    for n in 1..=20 {
+        let (_, response) = chat(n).await;
+        assert_ne!(response.status(), 429, "chat request {n}");
+        assert_eq!(header(&response, "x-ratelimit-limit"), 20);
+    }
+    let (_, refused) = chat(21).await;
+    assert_error(refused, 429, "rate_limited").await;
+    assert_eq!(
+        logout_as(&app, "chatty").await.status(),
+        200,
+        "the API budget is separate"
+    );
+}
+
+/// Two instances on one Redis spend one budget (needs REDIS_URL; `make test` sets it).
+#[tokio::test]
+async fn instances_sharing_redis_share_the_budget() {
+    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+        eprintln!("REDIS_URL not set: shared-budget test needs Redis");
+        return;
+    };
+    let prefix = format!("vigil-test-shared-{}", uuid::Uuid::new_v4().simple());
+    let configure = |config: &mut vigil::Config| {
+        config.redis_url = Some(vigil::config::Secret::new(redis_url.clone()));
+        config.redis_key_prefix = prefix.clone();
+        config.rate_limit_per_minute = 10;
+    };
+    let first = spawn_app_with(configure).await;
+    let second = spawn_app_with(configure).await;
+    for n in 0..10 {
+        let app = if n % 2 == 0 { &first } else { &second };
+        assert_eq!(logout_as(app, "shared").await.status(), 200, "request {n}");
+    }
+    assert_eq!(logout_as(&first, "shared").await.status(), 429);
+    assert_eq!(logout_as(&second, "shared").await.status(), 429);
+}
