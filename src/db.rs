@@ -24,7 +24,10 @@ pub async fn migrate(db: &PgPool) -> anyhow::Result<()> {
 /// Creates the database named in `DATABASE_URL` when the server does not have it yet.
 pub async fn create_if_missing(config: &Config) -> anyhow::Result<()> {
     let url = config.database_url.expose();
-    if !Postgres::database_exists(url).await.context("checking that the database exists")? {
+    if !Postgres::database_exists(url)
+        .await
+        .context("checking that the database exists")?
+    {
         Postgres::create_database(url).await.context("creating the database")?;
         tracing::info!("created the database");
     }
