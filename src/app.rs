@@ -9,7 +9,9 @@ use crate::{
     auth::{password::PasswordHasher, sessions::LoginSessions},
     cache::Cache,
     config::Config,
-    db, http,
+    db,
+    event_store::EventStore,
+    http,
     metrics::HttpMetrics,
     rate_limit::RateLimiter,
     state::AppState,
@@ -57,6 +59,7 @@ impl Application {
             metrics: Arc::new(HttpMetrics::new()),
             passwords: PasswordHasher::new(config.bcrypt_cost),
             login_sessions: LoginSessions::new(db.clone(), config.session_ttl(), config.session_cookie_secure),
+            events: EventStore::new(&db),
             cache,
             db,
             websocket_addr,
@@ -84,6 +87,7 @@ impl Application {
     /// Serves until `shutdown` is cancelled, then lets in-flight HTTP requests finish.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         tracing::info!(http = %self.http_addr(), websocket = %self.ws_addr(), "vigil listening");
+        self.state.events.spawn_tails(&self.state.db, &shutdown);
         let websocket = tokio::spawn(ws::serve(self.ws_listener, self.state.clone(), shutdown.clone()));
         let router = http::router(self.state);
         axum::serve(

@@ -10,7 +10,9 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
+use cqrs_es::AggregateError;
 use serde::Serialize;
+use vigil_aggregates::chat_session::ChatSessionError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -85,6 +87,30 @@ impl AppError {
             Self::RateLimited { .. } => "rate_limited",
             Self::Internal(_) => "internal_error",
         }
+    }
+}
+
+impl From<AggregateError<ChatSessionError>> for AppError {
+    fn from(error: AggregateError<ChatSessionError>) -> Self {
+        match error {
+            AggregateError::UserError(domain) => match domain {
+                ChatSessionError::NotFound => Self::NotFound(domain.to_string()),
+                ChatSessionError::AlreadyExists => Self::Conflict(domain.to_string()),
+                ChatSessionError::Closed(_) => Self::Forbidden(domain.to_string()),
+                ChatSessionError::Invalid(message) => Self::invalid(message),
+            },
+            other => aggregate_failure(other),
+        }
+    }
+}
+
+/// Failures of the event store itself, common to every aggregate.
+fn aggregate_failure<E: std::error::Error>(error: AggregateError<E>) -> AppError {
+    match error {
+        AggregateError::AggregateConflict => {
+            AppError::Conflict("the resource was changed concurrently too many times; retry".into())
+        }
+        other => AppError::Internal(anyhow::anyhow!("event store: {other}")),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod event_store;
 pub mod extract;
 pub mod health;
 pub mod http;

@@ -17,6 +17,12 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Truncate read tables and rebuild them from the event store, then exit.
+    Replay {
+        /// Only this projection (e.g. `chat_sessions`); all of them when absent.
+        #[arg(long)]
+        projection: Option<String>,
+    },
 }
 
 #[tokio::main]
@@ -30,13 +36,26 @@ async fn main() -> anyhow::Result<()> {
             Application::build(cli.config).await?.run_until_stopped(shutdown).await
         }
         Command::Migrate => {
-            vigil::db::create_if_missing(&cli.config).await?;
-            let db = vigil::db::pool(&cli.config)?;
-            vigil::db::migrate(&db).await?;
+            migrated_pool(&cli.config).await?;
             tracing::info!("migrations applied");
             Ok(())
         }
+        Command::Replay { projection } => {
+            let db = migrated_pool(&cli.config).await?;
+            let events = vigil::event_store::EventStore::new(&db);
+            for (name, count) in events.replay(&db, projection.as_deref()).await? {
+                tracing::info!(projection = name, events = count, "projection rebuilt");
+            }
+            Ok(())
+        }
     }
+}
+
+async fn migrated_pool(config: &Config) -> anyhow::Result<sqlx::PgPool> {
+    vigil::db::create_if_missing(config).await?;
+    let db = vigil::db::pool(config)?;
+    vigil::db::migrate(&db).await?;
+    Ok(db)
 }
 
 async fn stop_on_signal(shutdown: CancellationToken) {

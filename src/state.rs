@@ -6,6 +6,7 @@ use crate::{
     auth::{password::PasswordHasher, sessions::LoginSessions},
     cache::Cache,
     config::Config,
+    event_store::EventStore,
     metrics::HttpMetrics,
     rate_limit::RateLimiter,
 };
@@ -15,6 +16,7 @@ use crate::{
 pub struct AppState {
     pub config: Arc<Config>,
     pub db: PgPool,
+    pub events: EventStore,
     pub cache: Cache,
     pub rate_limiter: Arc<RateLimiter>,
     pub metrics: Arc<HttpMetrics>,

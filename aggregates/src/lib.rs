@@ -1,1 +1,4 @@
-//! Domain of vigil.
+//! The domain of vigil: aggregates, their commands and events, and the pure rules behind them.
+//! No I/O lives here; `handle` is the only place business rules are decided.
+
+pub mod chat_session;

@@ -1,1 +1,12 @@
-//! Read models of vigil.
+//! Read models of vigil and the machinery that keeps them in step with the event store:
+//! a versioned, idempotent [`Projector`] (run in the command path for read-your-writes) and a
+//! checkpointed [`Tail`] that applies whatever the command path missed and drives replays.
+
+pub mod chat_sessions;
+mod error;
+mod projector;
+mod tail;
+
+pub use error::ProjectionError;
+pub use projector::{Projector, ReadModel};
+pub use tail::{listen_for_appends, replay, EventConsumer, StoredEvent, Tail, EVENTS_CHANNEL};

@@ -1,6 +1,7 @@
 //! The HTTP API: every module's routes merged under one OpenAPI document, with the layers that
 //! apply to all of them.
 
+mod chat_sessions;
 mod health;
 mod users;
 
@@ -32,6 +33,7 @@ use crate::{error::AppError, metrics, rate_limit, state::AppState};
     components(schemas(crate::error::ErrorBody)),
     tags(
         (name = "users", description = "Accounts and login sessions"),
+        (name = "chat sessions", description = "Conversations with the agent"),
         (name = "health", description = "Service and dependency health; exempt from rate limits"),
         (name = "operations", description = "Metrics and the API description"),
     )
@@ -67,6 +69,7 @@ struct OpenApiJson(String);
 pub fn router(state: AppState) -> Router {
     let (routes, mut openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(users::router())
+        .merge(chat_sessions::router())
         .merge(health::router())
         .routes(routes!(metrics::metrics_handler))
         .routes(routes!(openapi_document))

@@ -19,6 +19,8 @@ pub struct TestApp {
     pub db: PgPool,
     pub client: reqwest::Client,
     pub redis_prefix: Option<String>,
+    /// The running app's state: its event store, pool and configuration.
+    pub state: vigil::state::AppState,
     database: TestDatabase,
     shutdown: CancellationToken,
 }
@@ -56,7 +58,7 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     let app = Application::build_with_pool(config, db.clone())
         .await
         .expect("application builds");
-    let (addr, ws_addr) = (app.http_addr(), app.ws_addr());
+    let (addr, ws_addr, state) = (app.http_addr(), app.ws_addr(), app.state().clone());
     let shutdown = CancellationToken::new();
     tokio::spawn(app.run_until_stopped(shutdown.clone()));
 
@@ -67,6 +69,7 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
         db,
         client,
         redis_prefix,
+        state,
         database,
         shutdown,
     }
@@ -118,6 +121,24 @@ impl TestApp {
             .send()
             .await
             .unwrap()
+    }
+
+    /// Sends a request as `user_id` (the `X-User-ID` header), with a JSON body when given.
+    pub async fn send_as(&self, user_id: &str, method: reqwest::Method, path: &str, body: Option<&Value>) -> Response {
+        let mut request = self.client.request(method, self.url(path)).header("X-User-ID", user_id);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        request.send().await.expect("request sent")
+    }
+
+    /// Creates a chat session as `user_id` and returns the response body.
+    pub async fn create_session(&self, user_id: &str, body: &Value) -> Value {
+        let response = self
+            .send_as(user_id, reqwest::Method::POST, "/chat_api/sessions", Some(body))
+            .await;
+        assert_eq!(response.status(), 201, "session created");
+        response.json().await.unwrap()
     }
 
     /// Makes the database unreachable for the running app, as an outage would.
@@ -207,6 +228,22 @@ fn init_test_logging() {
             vigil::telemetry::init();
         }
     });
+}
+
+/// Polls `check` until it returns `Some` or five seconds pass.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
 }
 
 pub fn user_header(user_id: &str) -> HeaderMap {

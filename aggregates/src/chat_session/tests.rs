@@ -1,0 +1,336 @@
+//! Given events, when a command, then events (or an error).
+
+use chrono::{DateTime, TimeZone, Utc};
+use cqrs_es::test::TestFramework;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use super::*;
+
+type Given = TestFramework<ChatSession>;
+
+const OWNER: &str = "user-1";
+
+fn at(minute: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 20, 12, minute, 0).unwrap()
+}
+
+fn session_id() -> Uuid {
+    Uuid::from_u128(7)
+}
+
+fn ui(value: Value) -> Map<String, Value> {
+    value.as_object().cloned().unwrap()
+}
+
+fn created(title: &str, messages: Vec<Message>) -> ChatSessionEvent {
+    ChatSessionEvent::ChatSessionCreated {
+        session_id: session_id(),
+        user_id: OWNER.into(),
+        title: title.into(),
+        messages,
+        ui_state: Map::new(),
+        incident_id: None,
+        at: at(0),
+    }
+}
+
+fn create(title: Option<&str>, messages: Vec<Message>) -> ChatSessionCommand {
+    ChatSessionCommand::Create {
+        session_id: session_id(),
+        user_id: OWNER.into(),
+        title: title.map(Into::into),
+        messages,
+        ui_state: Map::new(),
+        incident_id: None,
+        at: at(0),
+    }
+}
+
+fn update(title: Option<&str>, messages: Option<Vec<Message>>, ui_state: Option<Value>) -> ChatSessionCommand {
+    ChatSessionCommand::Update {
+        user_id: OWNER.into(),
+        title: title.map(Into::into),
+        messages,
+        ui_state: ui_state.map(ui),
+        at: at(5),
+    }
+}
+
+fn status(status: SessionStatus) -> ChatSessionEvent {
+    ChatSessionEvent::StatusChanged { status, at: at(3) }
+}
+
+#[test]
+fn create_with_a_title_keeps_it() {
+    Given::with(())
+        .given_no_previous_events()
+        .when(create(Some("  Disk alerts  "), vec![]))
+        .then_expect_events(vec![created("Disk alerts", vec![])]);
+}
+
+#[test]
+fn create_without_a_title_generates_one_from_the_first_user_message() {
+    let messages = vec![Message::user("Why did the checkout deploy fail last night?")];
+    Given::with(())
+        .given_no_previous_events()
+        .when(create(None, messages.clone()))
+        .then_expect_events(vec![created("Why did the checkout deploy fail last night?", messages)]);
+}
+
+#[test]
+fn create_without_messages_is_a_new_chat() {
+    Given::with(())
+        .given_no_previous_events()
+        .when(create(Some(" "), vec![]))
+        .then_expect_events(vec![created(DEFAULT_TITLE, vec![])]);
+}
+
+#[test]
+fn create_twice_is_refused() {
+    Given::with(())
+        .given(vec![created("t", vec![])])
+        .when(create(Some("t"), vec![]))
+        .then_expect_error(ChatSessionError::AlreadyExists);
+}
+
+#[test]
+fn create_refuses_a_title_over_255_characters() {
+    Given::with(())
+        .given_no_previous_events()
+        .when(create(Some(&"x".repeat(256)), vec![]))
+        .then_expect_error_message("title must be at most 255 characters");
+}
+
+#[test]
+fn update_changes_only_provided_fields() {
+    let messages = vec![Message::user("hi"), Message::assistant("hello")];
+    Given::with(())
+        .given(vec![created("Named", vec![])])
+        .when(update(
+            None,
+            Some(messages.clone()),
+            Some(json!({ "selectedMode": "ask" })),
+        ))
+        .then_expect_events(vec![
+            ChatSessionEvent::MessagesReplaced { messages, at: at(5) },
+            ChatSessionEvent::UiStateChanged {
+                ui_state: ui(json!({ "selectedMode": "ask" })),
+                at: at(5),
+            },
+        ]);
+}
+
+#[test]
+fn update_renames() {
+    Given::with(())
+        .given(vec![created("Old", vec![])])
+        .when(update(Some("New"), None, None))
+        .then_expect_events(vec![ChatSessionEvent::TitleChanged {
+            title: "New".into(),
+            at: at(5),
+        }]);
+}
+
+#[test]
+fn update_of_a_new_chat_without_title_generates_it_from_the_messages() {
+    let messages = vec![Message::user("Pods in payments keep restarting")];
+    Given::with(())
+        .given(vec![created(DEFAULT_TITLE, vec![])])
+        .when(update(None, Some(messages.clone()), None))
+        .then_expect_events(vec![
+            ChatSessionEvent::TitleChanged {
+                title: "Pods in payments keep restarting".into(),
+                at: at(5),
+            },
+            ChatSessionEvent::MessagesReplaced { messages, at: at(5) },
+        ]);
+}
+
+#[test]
+fn update_with_nothing_still_touches_the_session() {
+    Given::with(())
+        .given(vec![created("Named", vec![])])
+        .when(update(None, None, None))
+        .then_expect_events(vec![ChatSessionEvent::ChatSessionTouched { at: at(5) }]);
+}
+
+#[test]
+fn update_of_a_completed_or_cancelled_session_is_refused() {
+    for closed in [SessionStatus::Completed, SessionStatus::Cancelled] {
+        Given::with(())
+            .given(vec![created("t", vec![]), status(closed)])
+            .when(update(Some("x"), None, None))
+            .then_expect_error(ChatSessionError::Closed(closed));
+    }
+}
+
+#[test]
+fn update_refuses_a_title_over_255_characters() {
+    Given::with(())
+        .given(vec![created("t", vec![])])
+        .when(update(Some(&"x".repeat(256)), None, None))
+        .then_expect_error_message("title must be at most 255 characters");
+}
+
+#[test]
+fn another_users_session_is_not_found() {
+    Given::with(())
+        .given(vec![created("t", vec![])])
+        .when(ChatSessionCommand::Update {
+            user_id: "intruder".into(),
+            title: Some("mine now".into()),
+            messages: None,
+            ui_state: None,
+            at: at(5),
+        })
+        .then_expect_error(ChatSessionError::NotFound);
+}
+
+#[test]
+fn a_deleted_session_refuses_everything() {
+    let deleted = vec![created("t", vec![]), ChatSessionEvent::ChatSessionDeleted { at: at(4) }];
+    let user_id = || OWNER.to_owned();
+    let commands = vec![
+        update(Some("x"), None, None),
+        ChatSessionCommand::AppendMessage {
+            user_id: user_id(),
+            message: Message::user("hi"),
+            at: at(5),
+        },
+        ChatSessionCommand::MarkInProgress {
+            user_id: user_id(),
+            at: at(5),
+        },
+        ChatSessionCommand::Reactivate {
+            user_id: user_id(),
+            at: at(5),
+        },
+        ChatSessionCommand::Complete {
+            user_id: user_id(),
+            at: at(5),
+        },
+        ChatSessionCommand::Cancel {
+            user_id: user_id(),
+            at: at(5),
+        },
+        ChatSessionCommand::Delete {
+            user_id: user_id(),
+            at: at(5),
+        },
+    ];
+    for command in commands {
+        Given::with(())
+            .given(deleted.clone())
+            .when(command)
+            .then_expect_error(ChatSessionError::NotFound);
+    }
+}
+
+#[test]
+fn commands_on_a_session_that_never_existed_are_not_found() {
+    Given::with(())
+        .given_no_previous_events()
+        .when(ChatSessionCommand::Delete {
+            user_id: OWNER.into(),
+            at: at(1),
+        })
+        .then_expect_error(ChatSessionError::NotFound);
+}
+
+#[test]
+fn append_message() {
+    let message = Message::assistant("Restarted the pod.");
+    Given::with(())
+        .given(vec![created("t", vec![])])
+        .when(ChatSessionCommand::AppendMessage {
+            user_id: OWNER.into(),
+            message: message.clone(),
+            at: at(6),
+        })
+        .then_expect_events(vec![ChatSessionEvent::MessageAppended { message, at: at(6) }]);
+}
+
+#[test]
+fn mark_in_progress_then_reactivate() {
+    Given::with(())
+        .given(vec![created("t", vec![])])
+        .when(ChatSessionCommand::MarkInProgress {
+            user_id: OWNER.into(),
+            at: at(3),
+        })
+        .then_expect_events(vec![status(SessionStatus::InProgress)]);
+    Given::with(())
+        .given(vec![created("t", vec![]), status(SessionStatus::InProgress)])
+        .when(ChatSessionCommand::Reactivate {
+            user_id: OWNER.into(),
+            at: at(3),
+        })
+        .then_expect_events(vec![status(SessionStatus::Active)]);
+}
+
+#[test]
+fn mark_in_progress_of_a_closed_session_is_refused() {
+    Given::with(())
+        .given(vec![created("t", vec![]), status(SessionStatus::Completed)])
+        .when(ChatSessionCommand::MarkInProgress {
+            user_id: OWNER.into(),
+            at: at(3),
+        })
+        .then_expect_error(ChatSessionError::Closed(SessionStatus::Completed));
+}
+
+#[test]
+fn complete_and_cancel() {
+    Given::with(())
+        .given(vec![created("t", vec![])])
+        .when(ChatSessionCommand::Complete {
+            user_id: OWNER.into(),
+            at: at(3),
+        })
+        .then_expect_events(vec![status(SessionStatus::Completed)]);
+    Given::with(())
+        .given(vec![created("t", vec![]), status(SessionStatus::InProgress)])
+        .when(ChatSessionCommand::Cancel {
+            user_id: OWNER.into(),
+            at: at(3),
+        })
+        .then_expect_events(vec![status(SessionStatus::Cancelled)]);
+}
+
+#[test]
+fn a_cancelled_session_cannot_complete_and_repeats_are_no_ops() {
+    Given::with(())
+        .given(vec![created("t", vec![]), status(SessionStatus::Cancelled)])
+        .when(ChatSessionCommand::Complete {
+            user_id: OWNER.into(),
+            at: at(4),
+        })
+        .then_expect_error(ChatSessionError::Closed(SessionStatus::Cancelled));
+    Given::with(())
+        .given(vec![created("t", vec![]), status(SessionStatus::Cancelled)])
+        .when(ChatSessionCommand::Cancel {
+            user_id: OWNER.into(),
+            at: at(4),
+        })
+        .then_expect_events(vec![]);
+}
+
+#[test]
+fn delete() {
+    Given::with(())
+        .given(vec![created("t", vec![]), status(SessionStatus::Completed)])
+        .when(ChatSessionCommand::Delete {
+            user_id: OWNER.into(),
+            at: at(9),
+        })
+        .then_expect_events(vec![ChatSessionEvent::ChatSessionDeleted { at: at(9) }]);
+}
+
+#[test]
+fn messages_keep_fields_the_spec_does_not_name() {
+    let raw = json!({ "sender": "user", "text": "hi", "id": "client-42", "images": [] });
+    let message: Message = serde_json::from_value(raw.clone()).unwrap();
+    assert_eq!(message.extra.get("id"), Some(&json!("client-42")));
+    assert_eq!(serde_json::to_value(&message).unwrap(), raw);
+}

@@ -1,0 +1,193 @@
+//! `chat_sessions`: the read model of the ChatSession aggregate, and the queries the API serves.
+
+mod images;
+
+use chrono::{DateTime, Utc};
+use cqrs_es::EventEnvelope;
+use serde_json::Value;
+use sqlx::{types::Json, PgConnection, PgPool};
+use uuid::Uuid;
+use vigil_aggregates::chat_session::{ChatSession, ChatSessionEvent, Message};
+
+pub use images::split_inline_images;
+
+use crate::{ProjectionError, ReadModel};
+
+pub struct ChatSessionsReadModel;
+
+impl ReadModel<ChatSession> for ChatSessionsReadModel {
+    const NAME: &'static str = "chat_sessions";
+
+    async fn version(&self, conn: &mut PgConnection, aggregate_id: &str) -> Result<i64, ProjectionError> {
+        let Ok(id) = Uuid::parse_str(aggregate_id) else {
+            return Ok(0);
+        };
+        let version = sqlx::query_scalar("SELECT version FROM chat_sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(conn)
+            .await?;
+        Ok(version.unwrap_or(0))
+    }
+
+    async fn apply(&self, conn: &mut PgConnection, event: &EventEnvelope<ChatSession>) -> Result<(), ProjectionError> {
+        use ChatSessionEvent as E;
+        let id = Uuid::parse_str(&event.aggregate_id).unwrap_or_default();
+        let version = event.sequence as i64;
+        let at = event.payload.at();
+        let update = |set: &str| format!("UPDATE chat_sessions SET {set}, updated_at = $2, version = $3 WHERE id = $1");
+        match &event.payload {
+            E::ChatSessionCreated {
+                session_id,
+                user_id,
+                title,
+                messages,
+                ui_state,
+                incident_id,
+                at,
+            } => {
+                sqlx::query(
+                    "INSERT INTO chat_sessions
+                       (id, user_id, title, messages, ui_state, incident_id, message_count, created_at, updated_at, version)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)",
+                )
+                .bind(session_id)
+                .bind(user_id)
+                .bind(title)
+                .bind(Json(messages))
+                .bind(Json(ui_state))
+                .bind(incident_id)
+                .bind(messages.len() as i32)
+                .bind(at)
+                .bind(version)
+                .execute(conn)
+                .await?;
+            }
+            E::TitleChanged { title, .. } => {
+                sqlx::query(&update("title = $4"))
+                    .bind(id)
+                    .bind(at)
+                    .bind(version)
+                    .bind(title)
+                    .execute(conn)
+                    .await?;
+            }
+            E::MessagesReplaced { messages, .. } => {
+                sqlx::query(&update("messages = $4, message_count = jsonb_array_length($4)"))
+                    .bind(id)
+                    .bind(at)
+                    .bind(version)
+                    .bind(Json(messages))
+                    .execute(conn)
+                    .await?;
+            }
+            E::MessageAppended { message, .. } => {
+                sqlx::query(&update(
+                    "messages = messages || jsonb_build_array($4::jsonb), message_count = message_count + 1",
+                ))
+                .bind(id)
+                .bind(at)
+                .bind(version)
+                .bind(Json(message))
+                .execute(conn)
+                .await?;
+            }
+            E::UiStateChanged { ui_state, .. } => {
+                sqlx::query(&update("ui_state = $4"))
+                    .bind(id)
+                    .bind(at)
+                    .bind(version)
+                    .bind(Json(ui_state))
+                    .execute(conn)
+                    .await?;
+            }
+            E::ChatSessionTouched { .. } => {
+                sqlx::query("UPDATE chat_sessions SET updated_at = $2, version = $3 WHERE id = $1")
+                    .bind(id)
+                    .bind(at)
+                    .bind(version)
+                    .execute(conn)
+                    .await?;
+            }
+            E::StatusChanged { status, .. } => {
+                sqlx::query(&update("status = $4"))
+                    .bind(id)
+                    .bind(at)
+                    .bind(version)
+                    .bind(status.as_str())
+                    .execute(conn)
+                    .await?;
+            }
+            E::ChatSessionDeleted { .. } => {
+                sqlx::query(&update("is_active = false"))
+                    .bind(id)
+                    .bind(at)
+                    .bind(version)
+                    .execute(conn)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn truncate(&self, conn: &mut PgConnection) -> Result<(), ProjectionError> {
+        sqlx::query("TRUNCATE chat_sessions").execute(conn).await?;
+        Ok(())
+    }
+}
+
+/// A session as the read table holds it.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct ChatSessionRow {
+    pub id: Uuid,
+    pub user_id: String,
+    pub title: String,
+    pub messages: Json<Vec<Message>>,
+    pub ui_state: Json<Value>,
+    pub status: String,
+    pub is_active: bool,
+    pub incident_id: Option<Uuid>,
+    pub message_count: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub version: i64,
+}
+
+const COLUMNS: &str = "id, user_id, title, messages, ui_state, status, is_active, incident_id, message_count, \
+                       created_at, updated_at, version";
+
+/// The user's active sessions, most recently updated first.
+pub async fn list_active(db: &PgPool, user_id: &str) -> sqlx::Result<Vec<ChatSessionRow>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM chat_sessions WHERE user_id = $1 AND is_active ORDER BY updated_at DESC, id"
+    ))
+    .bind(user_id)
+    .fetch_all(db)
+    .await
+}
+
+/// One active session of the user; `None` for unknown, deleted or other users' sessions.
+pub async fn find_active(db: &PgPool, user_id: &str, id: Uuid) -> sqlx::Result<Option<ChatSessionRow>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM chat_sessions WHERE id = $1 AND user_id = $2 AND is_active"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(db)
+    .await
+}
+
+/// Ids of the user's active sessions, except `keep`.
+pub async fn active_ids_except(db: &PgPool, user_id: &str, keep: Option<Uuid>) -> sqlx::Result<Vec<Uuid>> {
+    sqlx::query_scalar("SELECT id FROM chat_sessions WHERE user_id = $1 AND is_active AND id IS DISTINCT FROM $2")
+        .bind(user_id)
+        .bind(keep)
+        .fetch_all(db)
+        .await
+}
+
+/// Every row, in id order (used to compare a replayed table with the live one).
+pub async fn all_rows(db: &PgPool) -> sqlx::Result<Vec<ChatSessionRow>> {
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM chat_sessions ORDER BY id"))
+        .fetch_all(db)
+        .await
+}

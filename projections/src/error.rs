@@ -1,0 +1,14 @@
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectionError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("event {aggregate_type}/{aggregate_id}#{sequence} does not deserialize: {source}")]
+    Deserialize {
+        aggregate_type: String,
+        aggregate_id: String,
+        sequence: i64,
+        source: serde_json::Error,
+    },
+    #[error("stream {aggregate_id} misses events {from}..={to}")]
+    MissingEvents { aggregate_id: String, from: i64, to: i64 },
+}

@@ -1,0 +1,152 @@
+use std::{collections::HashMap, marker::PhantomData};
+
+use async_trait::async_trait;
+use cqrs_es::{Aggregate, EventEnvelope, Query};
+use sqlx::{PgConnection, PgPool};
+
+use crate::{tail::StoredEvent, EventConsumer, ProjectionError};
+
+/// A read table (or several) kept from one aggregate's events.
+pub trait ReadModel<A: Aggregate>: Send + Sync + 'static {
+    /// The projection's name: its checkpoint key, and what `vigil replay --projection` takes.
+    const NAME: &'static str;
+
+    /// The last event sequence of `aggregate_id` the read side reflects (0 when it has none).
+    fn version(
+        &self,
+        conn: &mut PgConnection,
+        aggregate_id: &str,
+    ) -> impl std::future::Future<Output = Result<i64, ProjectionError>> + Send;
+
+    /// Applies one event. The projector guarantees `event.sequence` is the version plus one.
+    fn apply(
+        &self,
+        conn: &mut PgConnection,
+        event: &EventEnvelope<A>,
+    ) -> impl std::future::Future<Output = Result<(), ProjectionError>> + Send;
+
+    /// Empties the read tables (before a replay).
+    fn truncate(
+        &self,
+        conn: &mut PgConnection,
+    ) -> impl std::future::Future<Output = Result<(), ProjectionError>> + Send;
+}
+
+/// Applies events to a [`ReadModel`] exactly once and in order, whoever delivers them: the
+/// command path (as a cqrs-es `Query`) or the tail. Each aggregate is locked while its events are
+/// applied; events already reflected are skipped; a gap (the read row is missing or behind) is
+/// filled from the event store before the new events are applied.
+pub struct Projector<A, R> {
+    pool: PgPool,
+    read_model: R,
+    _aggregate: PhantomData<fn() -> A>,
+}
+
+impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
+    pub fn new(pool: PgPool, read_model: R) -> Self {
+        Self {
+            pool,
+            read_model,
+            _aggregate: PhantomData,
+        }
+    }
+
+    pub async fn project(&self, aggregate_id: &str, events: &[EventEnvelope<A>]) -> Result<(), ProjectionError> {
+        let Some(last) = events.last().map(|event| event.sequence as i64) else {
+            return Ok(());
+        };
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(format!("{}/{aggregate_id}", R::NAME))
+            .execute(&mut *tx)
+            .await?;
+        let version = self.read_model.version(&mut tx, aggregate_id).await?;
+        if last <= version {
+            return Ok(());
+        }
+        let unseen: Vec<&EventEnvelope<A>> = events.iter().filter(|event| event.sequence as i64 > version).collect();
+        let loaded;
+        let pending: Vec<&EventEnvelope<A>> = if unseen.first().is_some_and(|e| e.sequence as i64 == version + 1) {
+            unseen
+        } else {
+            loaded = load_stream::<A>(&mut tx, aggregate_id, version + 1, last).await?;
+            loaded.iter().collect()
+        };
+        for event in pending {
+            self.read_model.apply(&mut tx, event).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<A: Aggregate, R: ReadModel<A>> Query<A> for Projector<A, R> {
+    async fn dispatch(&self, aggregate_id: &str, events: &[EventEnvelope<A>]) {
+        if let Err(error) = self.project(aggregate_id, events).await {
+            // The tail applies these events shortly; the command itself has succeeded.
+            tracing::warn!(projection = R::NAME, aggregate_id, %error, "projection deferred to the tail");
+        }
+    }
+}
+
+#[async_trait]
+impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
+    fn name(&self) -> &'static str {
+        R::NAME
+    }
+
+    fn aggregate_type(&self) -> &'static str {
+        A::TYPE
+    }
+
+    async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
+        let mut by_aggregate: HashMap<&str, Vec<EventEnvelope<A>>> = HashMap::new();
+        let mut order = Vec::new();
+        for stored in events {
+            let envelope = stored.envelope::<A>()?;
+            by_aggregate
+                .entry(stored.aggregate_id.as_str())
+                .or_insert_with(|| {
+                    order.push(stored.aggregate_id.as_str());
+                    Vec::new()
+                })
+                .push(envelope);
+        }
+        for aggregate_id in order {
+            self.project(aggregate_id, &by_aggregate[aggregate_id]).await?;
+        }
+        Ok(())
+    }
+
+    async fn reset(&self) -> Result<(), ProjectionError> {
+        let mut conn = self.pool.acquire().await?;
+        self.read_model.truncate(&mut conn).await
+    }
+}
+
+async fn load_stream<A: Aggregate>(
+    conn: &mut PgConnection,
+    aggregate_id: &str,
+    from: i64,
+    to: i64,
+) -> Result<Vec<EventEnvelope<A>>, ProjectionError> {
+    let rows: Vec<StoredEvent> = sqlx::query_as(&format!(
+        "{} WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence BETWEEN $3 AND $4 ORDER BY sequence",
+        StoredEvent::SELECT
+    ))
+    .bind(A::TYPE)
+    .bind(aggregate_id)
+    .bind(from)
+    .bind(to)
+    .fetch_all(conn)
+    .await?;
+    if rows.len() as i64 != to - from + 1 {
+        return Err(ProjectionError::MissingEvents {
+            aggregate_id: aggregate_id.to_owned(),
+            from,
+            to,
+        });
+    }
+    rows.iter().map(StoredEvent::envelope::<A>).collect()
+}

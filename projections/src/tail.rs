@@ -1,0 +1,203 @@
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use cqrs_es::{Aggregate, EventEnvelope};
+use serde_json::Value;
+use sqlx::{postgres::PgListener, PgPool};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::ProjectionError;
+
+/// The channel the `events` insert trigger notifies.
+pub const EVENTS_CHANNEL: &str = "vigil_events";
+
+/// One row of the event store, as the tail reads it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StoredEvent {
+    pub global_position: i64,
+    pub transaction_id: i64,
+    pub aggregate_type: String,
+    pub aggregate_id: String,
+    pub sequence: i64,
+    pub event_type: String,
+    pub event_version: String,
+    pub payload: Value,
+    pub metadata: Value,
+    pub recorded_at: DateTime<Utc>,
+}
+
+impl StoredEvent {
+    pub const SELECT: &'static str = "SELECT global_position, transaction_id::text::bigint AS transaction_id, \
+         aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at FROM events";
+
+    pub fn envelope<A: Aggregate>(&self) -> Result<EventEnvelope<A>, ProjectionError> {
+        let payload = serde_json::from_value(self.payload.clone()).map_err(|source| ProjectionError::Deserialize {
+            aggregate_type: self.aggregate_type.clone(),
+            aggregate_id: self.aggregate_id.clone(),
+            sequence: self.sequence,
+            source,
+        })?;
+        let metadata: HashMap<String, String> = serde_json::from_value(self.metadata.clone()).unwrap_or_default();
+        Ok(EventEnvelope {
+            aggregate_id: self.aggregate_id.clone(),
+            sequence: self.sequence as usize,
+            payload,
+            metadata,
+        })
+    }
+}
+
+/// Something that reads one aggregate type's events in commit-safe order: a projection or a reactor.
+#[async_trait]
+pub trait EventConsumer: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn aggregate_type(&self) -> &'static str;
+    /// Handles a batch; an error leaves the checkpoint where it was, so the batch comes again.
+    async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError>;
+    /// Forgets everything consumed so far (a projection truncates its tables).
+    async fn reset(&self) -> Result<(), ProjectionError>;
+}
+
+/// Feeds one consumer every event of its aggregate type exactly in the order the checkpoint
+/// can trust, from its checkpoint on.
+pub struct Tail {
+    pool: PgPool,
+    consumer: Arc<dyn EventConsumer>,
+    batch_size: i64,
+}
+
+impl Tail {
+    pub fn new(pool: PgPool, consumer: Arc<dyn EventConsumer>) -> Self {
+        Self {
+            pool,
+            consumer,
+            batch_size: 500,
+        }
+    }
+
+    /// Applies every event that is safe to read now; returns how many it handed over.
+    pub async fn catch_up(&self) -> Result<u64, ProjectionError> {
+        let mut handed_over = 0;
+        loop {
+            let (transaction_id, position) = self.checkpoint().await?;
+            let events: Vec<StoredEvent> = sqlx::query_as(&format!(
+                "{} WHERE aggregate_type = $1
+                   AND (transaction_id, global_position) > ($2::bigint::text::xid8, $3)
+                   AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+                 ORDER BY transaction_id, global_position
+                 LIMIT $4",
+                StoredEvent::SELECT
+            ))
+            .bind(self.consumer.aggregate_type())
+            .bind(transaction_id)
+            .bind(position)
+            .bind(self.batch_size)
+            .fetch_all(&self.pool)
+            .await?;
+            let Some(last) = events.last() else {
+                return Ok(handed_over);
+            };
+            self.consumer.consume(&events).await?;
+            self.save_checkpoint(last.transaction_id, last.global_position).await?;
+            handed_over += events.len() as u64;
+        }
+    }
+
+    /// Catches up whenever events are appended (or every `poll`), until `shutdown`. A failing
+    /// batch is retried with exponential backoff (up to a minute) and never skipped: the read
+    /// side stops at the failing event rather than silently diverging from the store.
+    pub async fn run(self, wake: Arc<Notify>, poll: Duration, shutdown: CancellationToken) {
+        let mut failures = 0u32;
+        loop {
+            let pause = match self.catch_up().await {
+                Ok(_) => {
+                    failures = 0;
+                    poll
+                }
+                Err(error) => {
+                    failures += 1;
+                    let backoff = (poll * 2u32.saturating_pow(failures.min(7))).min(Duration::from_secs(60));
+                    tracing::error!(consumer = self.consumer.name(), %error, failures, ?backoff, "event tail failed");
+                    backoff
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = wake.notified(), if failures == 0 => {}
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    async fn checkpoint(&self) -> Result<(i64, i64), ProjectionError> {
+        let row: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT transaction_id::text::bigint, global_position FROM event_consumer_checkpoints WHERE name = $1",
+        )
+        .bind(self.consumer.name())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.unwrap_or((0, 0)))
+    }
+
+    async fn save_checkpoint(&self, transaction_id: i64, position: i64) -> Result<(), ProjectionError> {
+        sqlx::query(
+            "INSERT INTO event_consumer_checkpoints (name, transaction_id, global_position, updated_at)
+             VALUES ($1, $2::bigint::text::xid8, $3, now())
+             ON CONFLICT (name) DO UPDATE
+             SET transaction_id = EXCLUDED.transaction_id, global_position = EXCLUDED.global_position, updated_at = now()",
+        )
+        .bind(self.consumer.name())
+        .bind(transaction_id)
+        .bind(position)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn reset_checkpoint(&self) -> Result<(), ProjectionError> {
+        sqlx::query("DELETE FROM event_consumer_checkpoints WHERE name = $1")
+            .bind(self.consumer.name())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Rebuilds a consumer from the whole event store: forget, then read everything again.
+pub async fn replay(pool: &PgPool, consumer: Arc<dyn EventConsumer>) -> Result<u64, ProjectionError> {
+    let tail = Tail::new(pool.clone(), consumer.clone());
+    tail.reset_checkpoint().await?;
+    consumer.reset().await?;
+    tail.catch_up().await
+}
+
+/// Listens for the append notification and wakes every tail. Reconnects after a failure; the
+/// tails' polling covers any notification lost meanwhile.
+pub async fn listen_for_appends(pool: PgPool, wake: Arc<Notify>, shutdown: CancellationToken) {
+    loop {
+        let listening = async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            listener.listen(EVENTS_CHANNEL).await?;
+            loop {
+                listener.recv().await?;
+                wake.notify_waiters();
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), sqlx::Error>(())
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            result = listening => {
+                if let Err(error) = result {
+                    tracing::warn!(%error, "event notification listener failed; reconnecting");
+                }
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! The cqrs-es frameworks over the PostgreSQL event store, the projections they feed, and the
+//! command retry every write path shares.
+
+use std::{sync::Arc, time::Duration};
+
+use cqrs_es::{Aggregate, AggregateError};
+use postgres_es::PostgresCqrs;
+use rand::Rng;
+use sqlx::PgPool;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use vigil_aggregates::chat_session::ChatSession;
+use vigil_projections::{chat_sessions::ChatSessionsReadModel, EventConsumer, Projector, Tail};
+
+/// How often a command is retried after losing an optimistic-concurrency race.
+const MAX_ATTEMPTS: u32 = 8;
+/// How often tails look for events when no notification came.
+pub const TAIL_POLL: Duration = Duration::from_millis(500);
+
+pub type ChatSessions = PostgresCqrs<ChatSession>;
+
+#[derive(Clone)]
+pub struct EventStore {
+    pub chat_sessions: Arc<ChatSessions>,
+    /// Every projection and reactor, each fed by its own tail.
+    pub consumers: Vec<Arc<dyn EventConsumer>>,
+}
+
+impl EventStore {
+    pub fn new(db: &PgPool) -> Self {
+        let chat_sessions_projector = Arc::new(Projector::new(db.clone(), ChatSessionsReadModel));
+        let chat_sessions = postgres_es::postgres_cqrs(
+            db.clone(),
+            vec![Box::new(Projector::new(db.clone(), ChatSessionsReadModel))],
+            (),
+        );
+        Self {
+            chat_sessions: Arc::new(chat_sessions),
+            consumers: vec![chat_sessions_projector],
+        }
+    }
+
+    /// Starts one tail per consumer and the listener that wakes them on every append.
+    pub fn spawn_tails(&self, db: &PgPool, shutdown: &CancellationToken) {
+        let wake = Arc::new(Notify::new());
+        tokio::spawn(vigil_projections::listen_for_appends(
+            db.clone(),
+            wake.clone(),
+            shutdown.clone(),
+        ));
+        for consumer in &self.consumers {
+            let tail = Tail::new(db.clone(), consumer.clone());
+            tokio::spawn(tail.run(wake.clone(), TAIL_POLL, shutdown.clone()));
+        }
+    }
+}
+
+impl EventStore {
+    /// Truncates and rebuilds read models from the event store: the one named, or all of them.
+    /// Returns each rebuilt projection with the number of events it read.
+    pub async fn replay(&self, db: &PgPool, only: Option<&str>) -> anyhow::Result<Vec<(&'static str, u64)>> {
+        let chosen: Vec<_> = self
+            .consumers
+            .iter()
+            .filter(|c| only.is_none_or(|name| c.name() == name))
+            .collect();
+        if chosen.is_empty() {
+            let known: Vec<_> = self.consumers.iter().map(|c| c.name()).collect();
+            anyhow::bail!(
+                "no projection named {:?}; known: {}",
+                only.unwrap_or_default(),
+                known.join(", ")
+            );
+        }
+        let mut rebuilt = Vec::new();
+        for consumer in chosen {
+            let events = vigil_projections::replay(db, consumer.clone()).await?;
+            rebuilt.push((consumer.name(), events));
+        }
+        Ok(rebuilt)
+    }
+}
+
+/// Runs a command, reloading and re-handling it when another writer appended to the aggregate
+/// first; gives `AggregateConflict` back only after [`MAX_ATTEMPTS`] lost races.
+pub async fn execute<A: Aggregate>(
+    cqrs: &PostgresCqrs<A>,
+    aggregate_id: &str,
+    command: A::Command,
+) -> Result<(), AggregateError<A::Error>>
+where
+    A::Command: Clone,
+{
+    let mut attempt = 1;
+    loop {
+        match cqrs.execute(aggregate_id, command.clone()).await {
+            Err(AggregateError::AggregateConflict) if attempt < MAX_ATTEMPTS => {
+                let backoff_ms = rand::rng().random_range(1..=5 * u64::from(attempt));
+                tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Chat sessions over HTTP (spec Endpoints → Chat sessions). Writes are ChatSession commands;
+//! reads come from the `chat_sessions` read table, always filtered by the caller's user id.
+
+use std::path::PathBuf;
+
+use axum::{extract::State, http::StatusCode, Json};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+use vigil_aggregates::chat_session::{ChatSessionCommand, Message};
+use vigil_projections::chat_sessions::{self as read, split_inline_images, ChatSessionRow};
+
+use crate::{
+    auth::AuthUser,
+    error::{AppError, ErrorBody},
+    event_store::execute,
+    extract::{JsonBody, Path, Query},
+    state::AppState,
+};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_sessions, create_session))
+        .routes(routes!(bulk_delete_sessions))
+        .routes(routes!(get_session, update_session, delete_session))
+}
+
+/// A stored chat message (spec Message). Other fields a client sends are kept as sent.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct MessageSchema {
+    /// `user` or `assistant`.
+    sender: String,
+    text: String,
+    timestamp: Option<String>,
+    /// `displayData` (data URL), `type` (MIME), `data` (base64), `name` (`image_<n>.<ext>`).
+    images: Option<Vec<Value>>,
+    /// Assistant only: `tool_name`, `input`, `output`.
+    tool_calls: Option<Vec<Value>>,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct CreateSessionRequest {
+    /// Generated from the first user message when absent or blank.
+    title: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Vec<MessageSchema>)]
+    messages: Option<Vec<Message>>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    ui_state: Option<Map<String, Value>>,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct UpdateSessionRequest {
+    title: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<MessageSchema>>)]
+    messages: Option<Vec<Message>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    ui_state: Option<Map<String, Value>>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct SessionResponse {
+    id: Uuid,
+    title: String,
+    #[schema(value_type = Vec<MessageSchema>)]
+    messages: Vec<Message>,
+    #[schema(value_type = Object)]
+    ui_state: Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    /// `active`, `in_progress`, `completed` or `cancelled`.
+    status: String,
+}
+
+impl From<ChatSessionRow> for SessionResponse {
+    fn from(row: ChatSessionRow) -> Self {
+        Self {
+            id: row.id,
+            title: row.title,
+            messages: row.messages.0.into_iter().map(split_inline_images).collect(),
+            ui_state: row.ui_state.0,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            status: row.status,
+        }
+    }
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct SessionSummary {
+    id: Uuid,
+    title: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    message_count: i32,
+    #[schema(value_type = Object)]
+    ui_state: Value,
+    status: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct SessionList {
+    sessions: Vec<SessionSummary>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct DeletedResponse {
+    message: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct BulkDeletedResponse {
+    /// States the number deleted and whether the current session was kept.
+    message: String,
+    deleted_count: usize,
+    /// The session that was kept, when one was named.
+    preserved_session_id: Option<Uuid>,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct BulkDeleteQuery {
+    /// Session to keep.
+    current_session_id: Option<String>,
+}
+
+/// Session ids are UUIDs; anything else names no session.
+fn session_id(raw: &str) -> Result<Uuid, AppError> {
+    Uuid::parse_str(raw).map_err(|_| AppError::NotFound("chat session not found".into()))
+}
+
+async fn load(state: &AppState, user: &AuthUser, id: Uuid) -> Result<ChatSessionRow, AppError> {
+    read::find_active(&state.db, &user.id, id)
+        .await?
+        .ok_or_else(|| AppError::NotFound("chat session not found".into()))
+}
+
+/// The user's active sessions, most recently updated first.
+#[utoipa::path(get, path = "/chat_api/sessions", tag = "chat sessions", security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = SessionList), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
+async fn list_sessions(State(state): State<AppState>, user: AuthUser) -> Result<Json<SessionList>, AppError> {
+    let rows = read::list_active(&state.db, &user.id).await?;
+    let sessions = rows
+        .into_iter()
+        .map(|row| SessionSummary {
+            id: row.id,
+            title: row.title,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            message_count: row.message_count,
+            ui_state: row.ui_state.0,
+            status: row.status,
+        })
+        .collect();
+    Ok(Json(SessionList { sessions }))
+}
+
+/// Start a session. Without a title, one is generated from the first user message.
+#[utoipa::path(post, path = "/chat_api/sessions", tag = "chat sessions", request_body = CreateSessionRequest,
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 201, body = SessionResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn create_session(
+    State(state): State<AppState>,
+    user: AuthUser,
+    JsonBody(request): JsonBody<CreateSessionRequest>,
+) -> Result<(StatusCode, Json<SessionResponse>), AppError> {
+    let id = Uuid::new_v4();
+    let command = ChatSessionCommand::Create {
+        session_id: id,
+        user_id: user.id.clone(),
+        title: request.title,
+        messages: request.messages.unwrap_or_default(),
+        ui_state: request.ui_state.unwrap_or_default(),
+        incident_id: None,
+        at: Utc::now(),
+    };
+    execute(&state.events.chat_sessions, &id.to_string(), command).await?;
+    Ok((StatusCode::CREATED, Json(load(&state, &user, id).await?.into())))
+}
+
+/// One session with its full messages; inline data-URL images are split into `images`.
+#[utoipa::path(get, path = "/chat_api/sessions/{session_id}", tag = "chat sessions",
+    params(("session_id" = Uuid, Path)), security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = SessionResponse), (status = 401, body = ErrorBody),
+        (status = 404, description = "unknown, deleted or another user's session", body = ErrorBody)))]
+async fn get_session(
+    State(state): State<AppState>,
+    user: AuthUser,
+    Path(raw_id): Path<String>,
+) -> Result<Json<SessionResponse>, AppError> {
+    let id = session_id(&raw_id)?;
+    Ok(Json(load(&state, &user, id).await?.into()))
+}
+
+/// Change the provided fields; `updated_at` always moves. A session titled `New Chat` updated
+/// without a title gets one generated from its messages.
+#[utoipa::path(put, path = "/chat_api/sessions/{session_id}", tag = "chat sessions", request_body = UpdateSessionRequest,
+    params(("session_id" = Uuid, Path)), security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = SessionResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "the session is completed or cancelled", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "lost too many concurrent-update races", body = ErrorBody)))]
+async fn update_session(
+    State(state): State<AppState>,
+    user: AuthUser,
+    Path(raw_id): Path<String>,
+    JsonBody(request): JsonBody<UpdateSessionRequest>,
+) -> Result<Json<SessionResponse>, AppError> {
+    let id = session_id(&raw_id)?;
+    let command = ChatSessionCommand::Update {
+        user_id: user.id.clone(),
+        title: request.title,
+        messages: request.messages,
+        ui_state: request.ui_state,
+        at: Utc::now(),
+    };
+    execute(&state.events.chat_sessions, &id.to_string(), command).await?;
+    Ok(Json(load(&state, &user, id).await?.into()))
+}
+
+/// Soft delete: the session disappears from every read, and its storage folder is removed.
+#[utoipa::path(delete, path = "/chat_api/sessions/{session_id}", tag = "chat sessions",
+    params(("session_id" = Uuid, Path)), security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = DeletedResponse), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn delete_session(
+    State(state): State<AppState>,
+    user: AuthUser,
+    Path(raw_id): Path<String>,
+) -> Result<Json<DeletedResponse>, AppError> {
+    let id = session_id(&raw_id)?;
+    delete_one(&state, &user, id).await?;
+    Ok(Json(DeletedResponse {
+        message: format!("Chat session {id} deleted"),
+    }))
+}
+
+/// Delete every session of the user except `current_session_id`.
+#[utoipa::path(delete, path = "/chat_api/sessions/bulk-delete", tag = "chat sessions", params(BulkDeleteQuery),
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = BulkDeletedResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn bulk_delete_sessions(
+    State(state): State<AppState>,
+    user: AuthUser,
+    Query(query): Query<BulkDeleteQuery>,
+) -> Result<Json<BulkDeletedResponse>, AppError> {
+    let keep = match query
+        .current_session_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+    {
+        Some(raw) => Some(
+            Uuid::parse_str(raw)
+                .map_err(|_| AppError::bad_request("invalid_query", "current_session_id must be a UUID"))?,
+        ),
+        None => None,
+    };
+    let mut deleted_count = 0;
+    for id in read::active_ids_except(&state.db, &user.id, keep).await? {
+        match delete_one(&state, &user, id).await {
+            Ok(()) => deleted_count += 1,
+            // Deleted concurrently by another request: not ours to count.
+            Err(AppError::NotFound(_)) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    let plural = if deleted_count == 1 { "" } else { "s" };
+    let message = match keep {
+        Some(kept) => format!("Deleted {deleted_count} chat session{plural}; the current session {kept} was preserved"),
+        None => format!("Deleted {deleted_count} chat session{plural}"),
+    };
+    Ok(Json(BulkDeletedResponse {
+        message,
+        deleted_count,
+        preserved_session_id: keep,
+    }))
+}
+
+async fn delete_one(state: &AppState, user: &AuthUser, id: Uuid) -> Result<(), AppError> {
+    let command = ChatSessionCommand::Delete {
+        user_id: user.id.clone(),
+        at: Utc::now(),
+    };
+    execute(&state.events.chat_sessions, &id.to_string(), command).await?;
+    remove_storage(session_storage_dir(state, id)).await;
+    Ok(())
+}
+
+/// Where a session's files (generated infrastructure code, uploads) live.
+pub fn session_storage_dir(state: &AppState, id: Uuid) -> PathBuf {
+    state.config.data_dir.join("sessions").join(id.to_string())
+}
+
+async fn remove_storage(dir: PathBuf) {
+    match tokio::fs::remove_dir_all(&dir).await {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => tracing::warn!(dir = %dir.display(), %error, "could not remove session storage"),
+    }
+}

@@ -1,0 +1,460 @@
+use chrono::{DateTime, Utc};
+use reqwest::Method;
+use serde_json::{json, Value};
+use vigil::event_store::execute;
+use vigil_aggregates::chat_session::ChatSessionCommand;
+
+use crate::helpers::{assert_error, spawn_app, TestApp};
+
+async fn alice(app: &TestApp) -> String {
+    app.new_user().await.id
+}
+
+fn timestamp(value: &Value) -> DateTime<Utc> {
+    value.as_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn create_returns_the_session_in_the_spec_shape() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let body = app
+        .create_session(
+            &user,
+            &json!({ "title": "Disk usage", "ui_state": { "selectedMode": "ask" } }),
+        )
+        .await;
+    assert!(uuid::Uuid::parse_str(body["id"].as_str().unwrap()).is_ok());
+    assert_eq!(body["title"], "Disk usage");
+    assert_eq!(body["messages"], json!([]));
+    assert_eq!(body["ui_state"], json!({ "selectedMode": "ask" }));
+    assert_eq!(body["status"], "active");
+    assert_eq!(timestamp(&body["created_at"]), timestamp(&body["updated_at"]));
+    let mut keys: Vec<_> = body.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "created_at",
+            "id",
+            "messages",
+            "status",
+            "title",
+            "ui_state",
+            "updated_at"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_empty_create_is_a_new_chat() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let body = app.create_session(&user, &json!({})).await;
+    assert_eq!(body["title"], "New Chat");
+}
+
+#[tokio::test]
+async fn generated_titles_follow_the_rules() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let forty_nine = "a".repeat(44) + " bcde";
+    let fifty = "a".repeat(45) + " bcde";
+    let cases = [
+        (forty_nine.clone(), forty_nine),
+        (fifty.clone(), fifty.clone()),
+        (fifty + "x", "a".repeat(45) + "..."),
+        ("a".repeat(40) + " bcdefghijklmn", "a".repeat(40) + "..."),
+    ];
+    for (text, expected) in cases {
+        let messages = json!([{ "sender": "assistant", "text": "Hi!" }, { "sender": "user", "text": text }]);
+        let body = app.create_session(&user, &json!({ "messages": messages })).await;
+        assert_eq!(body["title"], expected, "title of {text:?}");
+    }
+}
+
+#[tokio::test]
+async fn get_list_update_delete() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let first = app.create_session(&user, &json!({ "title": "first" })).await;
+    let second = app.create_session(&user, &json!({ "title": "second" })).await;
+    let first_path = format!("/chat_api/sessions/{}", first["id"].as_str().unwrap());
+
+    let messages = json!([
+        { "sender": "user", "text": "why is it slow?", "timestamp": "2026-11-20T10:00:00Z" },
+        { "sender": "assistant", "text": "Looking.", "tool_calls": [{ "tool_name": "kubectl", "input": { "args": "get pods" }, "output": "ok" }] }
+    ]);
+    let updated = app
+        .send_as(&user, Method::PUT, &first_path, Some(&json!({ "messages": messages })))
+        .await;
+    assert_eq!(updated.status(), 200);
+    let updated: Value = updated.json().await.unwrap();
+    assert_eq!(updated["title"], "first", "title not provided: unchanged");
+    assert_eq!(updated["messages"], messages);
+    assert!(timestamp(&updated["updated_at"]) > timestamp(&first["updated_at"]));
+
+    let fetched: Value = app
+        .send_as(&user, Method::GET, &first_path, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(fetched, updated);
+
+    let list: Value = app
+        .send_as(&user, Method::GET, "/chat_api/sessions", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let sessions = list["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 2);
+    assert_eq!(sessions[0]["id"], first["id"], "most recently updated first");
+    assert_eq!(sessions[0]["message_count"], 2);
+    assert_eq!(sessions[1]["id"], second["id"]);
+    assert_eq!(sessions[1]["message_count"], 0);
+    assert_eq!(sessions[1]["status"], "active");
+    assert!(sessions[0].get("messages").is_none(), "the list carries no messages");
+
+    let deleted = app.send_as(&user, Method::DELETE, &first_path, None).await;
+    assert_eq!(deleted.status(), 200);
+    assert!(deleted.json::<Value>().await.unwrap()["message"].is_string());
+    assert_error(
+        app.send_as(&user, Method::GET, &first_path, None).await,
+        404,
+        "not_found",
+    )
+    .await;
+    assert_error(
+        app.send_as(&user, Method::PUT, &first_path, Some(&json!({}))).await,
+        404,
+        "not_found",
+    )
+    .await;
+    assert_error(
+        app.send_as(&user, Method::DELETE, &first_path, None).await,
+        404,
+        "not_found",
+    )
+    .await;
+    let list: Value = app
+        .send_as(&user, Method::GET, "/chat_api/sessions", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn put_changes_only_provided_fields_and_always_moves_updated_at() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let created = app
+        .create_session(&user, &json!({ "title": "keep me", "ui_state": { "a": 1 } }))
+        .await;
+    let path = format!("/chat_api/sessions/{}", created["id"].as_str().unwrap());
+
+    let touched: Value = app
+        .send_as(&user, Method::PUT, &path, Some(&json!({})))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(touched["title"], "keep me");
+    assert_eq!(touched["ui_state"], json!({ "a": 1 }));
+    assert!(timestamp(&touched["updated_at"]) > timestamp(&created["updated_at"]));
+
+    let renamed: Value = app
+        .send_as(&user, Method::PUT, &path, Some(&json!({ "title": "renamed" })))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(renamed["title"], "renamed");
+    assert_eq!(renamed["ui_state"], json!({ "a": 1 }));
+
+    let too_long = app
+        .send_as(&user, Method::PUT, &path, Some(&json!({ "title": "x".repeat(256) })))
+        .await;
+    assert_error(too_long, 400, "invalid_request").await;
+    let bad_sender = json!({ "messages": [{ "sender": "robot", "text": "hi" }] });
+    assert_error(
+        app.send_as(&user, Method::PUT, &path, Some(&bad_sender)).await,
+        400,
+        "invalid_request",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn put_without_title_on_a_new_chat_generates_the_title() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let created = app.create_session(&user, &json!({})).await;
+    let path = format!("/chat_api/sessions/{}", created["id"].as_str().unwrap());
+    let body = json!({ "messages": [{ "sender": "user", "text": "Checkout latency doubled after the 14:00 deploy" }] });
+    let updated: Value = app
+        .send_as(&user, Method::PUT, &path, Some(&body))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(updated["title"], "Checkout latency doubled after the 14:00 deploy");
+}
+
+#[tokio::test]
+async fn inline_images_are_split_on_retrieval() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let text = "What is this error? ![shot](data:image/png;base64,iVBORw0KGgoAAAANSUhEUg==)";
+    let created = app
+        .create_session(&user, &json!({ "messages": [{ "sender": "user", "text": text }] }))
+        .await;
+    let path = format!("/chat_api/sessions/{}", created["id"].as_str().unwrap());
+    let fetched: Value = app.send_as(&user, Method::GET, &path, None).await.json().await.unwrap();
+    let message = &fetched["messages"][0];
+    assert_eq!(message["text"], "What is this error?");
+    assert_eq!(
+        message["images"],
+        json!([{
+            "displayData": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUg==",
+            "type": "image/png",
+            "data": "iVBORw0KGgoAAAANSUhEUg==",
+            "name": "image_1.png",
+        }])
+    );
+    assert_eq!(
+        fetched["title"], "What is this error?",
+        "inline images stay out of titles"
+    );
+}
+
+#[tokio::test]
+async fn identity_is_required() {
+    let app = spawn_app().await;
+    let id = uuid::Uuid::new_v4();
+    for (method, path) in [
+        (Method::GET, "/chat_api/sessions".to_owned()),
+        (Method::POST, "/chat_api/sessions".to_owned()),
+        (Method::GET, format!("/chat_api/sessions/{id}")),
+        (Method::PUT, format!("/chat_api/sessions/{id}")),
+        (Method::DELETE, format!("/chat_api/sessions/{id}")),
+        (Method::DELETE, "/chat_api/sessions/bulk-delete".to_owned()),
+    ] {
+        let response = app
+            .client
+            .request(method.clone(), app.url(&path))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_error(response, 401, "unauthorized").await;
+        let unknown = app.send_as("ghost", method, &path, Some(&json!({}))).await;
+        assert_error(unknown, 401, "unauthorized").await;
+    }
+}
+
+#[tokio::test]
+async fn unknown_and_malformed_ids_are_not_found() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    for path in [
+        format!("/chat_api/sessions/{}", uuid::Uuid::new_v4()),
+        "/chat_api/sessions/not-a-uuid".to_owned(),
+    ] {
+        assert_error(app.send_as(&user, Method::GET, &path, None).await, 404, "not_found").await;
+        assert_error(
+            app.send_as(&user, Method::PUT, &path, Some(&json!({}))).await,
+            404,
+            "not_found",
+        )
+        .await;
+        assert_error(app.send_as(&user, Method::DELETE, &path, None).await, 404, "not_found").await;
+    }
+}
+
+#[tokio::test]
+async fn other_users_sessions_are_invisible() {
+    let app = spawn_app().await;
+    let owner = alice(&app).await;
+    let intruder = app.new_user().await.id;
+    let session = app.create_session(&owner, &json!({ "title": "private" })).await;
+    let path = format!("/chat_api/sessions/{}", session["id"].as_str().unwrap());
+
+    assert_error(app.send_as(&intruder, Method::GET, &path, None).await, 404, "not_found").await;
+    let hijack = app
+        .send_as(&intruder, Method::PUT, &path, Some(&json!({ "title": "mine" })))
+        .await;
+    assert_error(hijack, 404, "not_found").await;
+    assert_error(
+        app.send_as(&intruder, Method::DELETE, &path, None).await,
+        404,
+        "not_found",
+    )
+    .await;
+    let list: Value = app
+        .send_as(&intruder, Method::GET, "/chat_api/sessions", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["sessions"], json!([]));
+    let bulk = app
+        .send_as(&intruder, Method::DELETE, "/chat_api/sessions/bulk-delete", None)
+        .await;
+    assert_eq!(bulk.json::<Value>().await.unwrap()["deleted_count"], 0);
+
+    let still: Value = app
+        .send_as(&owner, Method::GET, &path, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(still["title"], "private");
+}
+
+#[tokio::test]
+async fn bulk_delete_keeps_the_current_session() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(
+            app.create_session(&user, &json!({ "title": format!("s{n}") })).await["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let path = format!("/chat_api/sessions/bulk-delete?current_session_id={}", ids[1]);
+    let response = app.send_as(&user, Method::DELETE, &path, None).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["deleted_count"], 2);
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains('2') && message.contains("preserved"), "{message}");
+    let list: Value = app
+        .send_as(&user, Method::GET, "/chat_api/sessions", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let remaining: Vec<_> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].clone())
+        .collect();
+    assert_eq!(remaining, [json!(ids[1])]);
+
+    let all = app
+        .send_as(&user, Method::DELETE, "/chat_api/sessions/bulk-delete", None)
+        .await;
+    let body: Value = all.json().await.unwrap();
+    assert_eq!(body["deleted_count"], 1);
+    assert!(!body["message"].as_str().unwrap().contains("preserved"));
+    let list: Value = app
+        .send_as(&user, Method::GET, "/chat_api/sessions", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["sessions"], json!([]));
+
+    let bad = app
+        .send_as(
+            &user,
+            Method::DELETE,
+            "/chat_api/sessions/bulk-delete?current_session_id=nope",
+            None,
+        )
+        .await;
+    assert_error(bad, 400, "invalid_query").await;
+}
+
+#[tokio::test]
+async fn completed_and_cancelled_sessions_refuse_put() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    for close in ["complete", "cancel"] {
+        let session = app.create_session(&user, &json!({ "title": close })).await;
+        let id = session["id"].as_str().unwrap();
+        let command = match close {
+            "complete" => ChatSessionCommand::Complete {
+                user_id: user.clone(),
+                at: Utc::now(),
+            },
+            _ => ChatSessionCommand::Cancel {
+                user_id: user.clone(),
+                at: Utc::now(),
+            },
+        };
+        execute(&app.state.events.chat_sessions, id, command).await.unwrap();
+        let path = format!("/chat_api/sessions/{id}");
+        let refused = app
+            .send_as(&user, Method::PUT, &path, Some(&json!({ "title": "more" })))
+            .await;
+        assert_error(refused, 403, "forbidden").await;
+        let fetched: Value = app.send_as(&user, Method::GET, &path, None).await.json().await.unwrap();
+        assert_eq!(
+            fetched["status"],
+            if close == "complete" { "completed" } else { "cancelled" }
+        );
+        assert_eq!(fetched["title"], close);
+        assert_eq!(
+            app.send_as(&user, Method::DELETE, &path, None).await.status(),
+            200,
+            "closed sessions can still be deleted"
+        );
+    }
+}
+
+#[tokio::test]
+async fn delete_removes_the_session_storage_folder() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let session = app.create_session(&user, &json!({})).await;
+    let id = session["id"].as_str().unwrap();
+    let folder = app.state.config.data_dir.join("sessions").join(id);
+    std::fs::create_dir_all(folder.join("terraform")).unwrap();
+    std::fs::write(folder.join("terraform/main.tf"), "resource {}").unwrap();
+    let response = app
+        .send_as(&user, Method::DELETE, &format!("/chat_api/sessions/{id}"), None)
+        .await;
+    assert_eq!(response.status(), 200);
+    assert!(!folder.exists(), "storage folder removed");
+}
+
+#[tokio::test]
+async fn concurrent_puts_lose_no_update() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let session = app.create_session(&user, &json!({ "title": "race" })).await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    let path = format!("/chat_api/sessions/{id}");
+    let writers = (0..12).map(|n| {
+        let (app, user, path) = (&app, user.clone(), path.clone());
+        async move {
+            app.send_as(&user, Method::PUT, &path, Some(&json!({ "ui_state": { "writer": n } })))
+                .await
+                .status()
+        }
+    });
+    let statuses = futures::future::join_all(writers).await;
+    assert!(statuses.iter().all(|status| *status == 200), "{statuses:?}");
+    let events: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM events WHERE aggregate_type = 'ChatSession' AND aggregate_id = $1")
+            .bind(&id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(events, 13, "one created + twelve updates, none lost");
+    let version: i64 = sqlx::query_scalar("SELECT version FROM chat_sessions WHERE id = $1::uuid")
+        .bind(&id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(version, 13, "the read row reflects every event");
+}
