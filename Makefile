@@ -34,4 +34,4 @@ lint:
 
 ## Benchmarks (release build): criterion benches and the HTTP load scripts in benches/.
 bench:
-	cargo bench --workspace
+	DATABASE_URL="$$(scripts/ensure-postgres.sh postgres)" cargo bench --workspace

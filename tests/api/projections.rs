@@ -144,3 +144,77 @@ async fn the_replay_command_rebuilds_a_truncated_table() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(all_rows(&app.db).await.unwrap(), live);
 }
+
+/// Records the positions of the events it is handed.
+struct Recorder(std::sync::Mutex<Vec<i64>>);
+
+#[async_trait::async_trait]
+impl vigil_projections::EventConsumer for Recorder {
+    fn name(&self) -> &'static str {
+        "gap_probe"
+    }
+    fn aggregate_type(&self) -> &'static str {
+        "GapProbe"
+    }
+    async fn consume(
+        &self,
+        events: &[vigil_projections::StoredEvent],
+    ) -> Result<(), vigil_projections::ProjectionError> {
+        self.0
+            .lock()
+            .unwrap()
+            .extend(events.iter().map(|event| event.global_position));
+        Ok(())
+    }
+    async fn reset(&self) -> Result<(), vigil_projections::ProjectionError> {
+        self.0.lock().unwrap().clear();
+        Ok(())
+    }
+}
+
+const INSERT_PROBE: &str =
+    "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
+     VALUES ('GapProbe', $1, 1, 'Probed', '1', '{}', '{}') RETURNING global_position";
+
+#[tokio::test]
+async fn the_tail_never_skips_an_event_committed_after_a_later_position() {
+    let app = spawn_app().await;
+    let recorder = std::sync::Arc::new(Recorder(Default::default()));
+    let tail = vigil_projections::Tail::new(app.db.clone(), recorder.clone());
+
+    // Transaction A takes the lower position and stays open; B takes a higher one and commits.
+    let mut slow = app.db.begin().await.unwrap();
+    let first: i64 = sqlx::query_scalar(INSERT_PROBE)
+        .bind("slow")
+        .fetch_one(&mut *slow)
+        .await
+        .unwrap();
+    let second: i64 = sqlx::query_scalar(INSERT_PROBE)
+        .bind("fast")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert!(first < second);
+
+    tail.catch_up().await.unwrap();
+    assert_eq!(
+        *recorder.0.lock().unwrap(),
+        Vec::<i64>::new(),
+        "nothing past an open transaction's event"
+    );
+
+    slow.commit().await.unwrap();
+    let seen = eventually("both events delivered", || async {
+        tail.catch_up().await.unwrap();
+        let seen = recorder.0.lock().unwrap().clone();
+        (seen.len() == 2).then_some(seen)
+    })
+    .await;
+    assert_eq!(seen, [first, second], "delivered once each, in transaction order");
+    tail.catch_up().await.unwrap();
+    assert_eq!(
+        recorder.0.lock().unwrap().len(),
+        2,
+        "the checkpoint holds: no redelivery"
+    );
+}

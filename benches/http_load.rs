@@ -1,0 +1,195 @@
+//! HTTP load driver: starts the real service (release build) on a fresh database and measures
+//! requests per second and latency percentiles for a scenario against a baseline scenario run
+//! in the same process, on the same machine, right before it.
+//!
+//!   cargo bench --bench http_load            (DATABASE_URL: a PostgreSQL server; `make bench` sets it)
+//!   LOAD_SECONDS=10 LOAD_CONCURRENCY=64 cargo bench --bench http_load
+//!
+//! Scenarios: `liveness` (baseline: the cheapest route through the whole middleware stack) and
+//! `session_create_get` (POST /chat_api/sessions, then GET it: one command through the event
+//! store and projection, one read).
+
+use std::{
+    str::FromStr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use serde_json::{json, Value};
+use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
+use tokio_util::sync::CancellationToken;
+use vigil::{Application, Config};
+
+fn env_or<T: FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Outcome {
+    requests: u64,
+    errors: u64,
+    elapsed: Duration,
+    latencies_us: Vec<u64>,
+}
+
+impl Outcome {
+    fn per_second(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+    fn percentile_ms(&mut self, p: f64) -> f64 {
+        self.latencies_us.sort_unstable();
+        let index = ((self.latencies_us.len() as f64 * p).ceil() as usize).saturating_sub(1);
+        self.latencies_us.get(index).copied().unwrap_or_default() as f64 / 1000.0
+    }
+}
+
+/// Runs `scenario` from `concurrency` workers for `duration`; each call may send several requests.
+async fn drive<F, Fut>(concurrency: usize, duration: Duration, scenario: F) -> Outcome
+where
+    F: Fn(reqwest::Client) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = (u64, bool)> + Send,
+{
+    let scenario = Arc::new(scenario);
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (scenario, client) = (scenario.clone(), client.clone());
+            tokio::spawn(async move {
+                let mut outcome = Outcome {
+                    requests: 0,
+                    errors: 0,
+                    elapsed: Duration::ZERO,
+                    latencies_us: vec![],
+                };
+                while started.elapsed() < duration {
+                    let begun = Instant::now();
+                    let (requests, ok) = scenario(client.clone()).await;
+                    outcome.latencies_us.push(begun.elapsed().as_micros() as u64);
+                    outcome.requests += requests;
+                    outcome.errors += u64::from(!ok);
+                }
+                outcome
+            })
+        })
+        .collect();
+    let mut total = Outcome {
+        requests: 0,
+        errors: 0,
+        elapsed: Duration::ZERO,
+        latencies_us: vec![],
+    };
+    for worker in workers {
+        let outcome = worker.await.unwrap();
+        total.requests += outcome.requests;
+        total.errors += outcome.errors;
+        total.latencies_us.extend(outcome.latencies_us);
+    }
+    total.elapsed = started.elapsed();
+    total
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|arg| arg == "--list") {
+        return; // `cargo bench -- --list` and test discovery: nothing to list here.
+    }
+    let seconds = env_or("LOAD_SECONDS", 5u64);
+    let concurrency = env_or("LOAD_CONCURRENCY", 32usize);
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let admin = PgConnectOptions::from_str(&server)
+        .expect("DATABASE_URL parses")
+        .database("postgres");
+    let name = format!("vigil_bench_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = PgConnection::connect_with(&admin).await.expect("PostgreSQL reachable");
+    sqlx::query(&format!(r#"CREATE DATABASE "{name}""#))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+
+    let mut config = Config::from_env().expect("configuration");
+    let mut url = reqwest::Url::parse(&server).unwrap();
+    url.set_path(&format!("/{name}"));
+    config.database_url = vigil::config::Secret::new(url.to_string());
+    config.bind_address = "127.0.0.1".parse().unwrap();
+    config.http_port = 0;
+    config.ws_port = 0;
+    config.bcrypt_cost = 4;
+    config.redis_url = None;
+    config.rate_limit_per_minute = u32::MAX;
+    config.chat_rate_limit_per_minute = u32::MAX;
+    config.database_max_connections = 32;
+    let app = Application::build(config).await.expect("service starts");
+    let base = format!("http://{}", app.http_addr());
+    let shutdown = CancellationToken::new();
+    let server_task = tokio::spawn(app.run_until_stopped(shutdown.clone()));
+
+    let client = reqwest::Client::new();
+    let user: Value = client
+        .post(format!("{base}/api/auth/register"))
+        .json(&json!({ "email": "load@example.com", "password": "load test password" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let user_id = user["id"].as_str().unwrap().to_owned();
+    let duration = Duration::from_secs(seconds);
+    println!("http_load: {concurrency} workers, {seconds} s per scenario, release build, in-process cache");
+
+    let liveness_url = format!("{base}/health/liveness");
+    let mut baseline = drive(concurrency, duration, move |client| {
+        let url = liveness_url.clone();
+        async move { (1, client.get(url).send().await.is_ok_and(|r| r.status().is_success())) }
+    })
+    .await;
+
+    let (sessions_url, uid) = (format!("{base}/chat_api/sessions"), user_id.clone());
+    let mut sessions = drive(concurrency, duration, move |client| {
+        let (url, uid) = (sessions_url.clone(), uid.clone());
+        async move {
+            let body = json!({ "messages": [{ "sender": "user", "text": "Why is checkout slow since the deploy?" }] });
+            let Ok(created) = client.post(&url).header("X-User-ID", &uid).json(&body).send().await else {
+                return (1, false);
+            };
+            let Ok(created) = created.json::<Value>().await else {
+                return (1, false);
+            };
+            let Some(id) = created["id"].as_str() else {
+                return (1, false);
+            };
+            let fetched = client.get(format!("{url}/{id}")).header("X-User-ID", &uid).send().await;
+            (2, fetched.is_ok_and(|r| r.status().is_success()))
+        }
+    })
+    .await;
+
+    let report = |name: &str, outcome: &mut Outcome| {
+        println!(
+            "{name:>20}: {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  ({} requests, {} failed iterations)",
+            outcome.per_second(),
+            outcome.percentile_ms(0.50),
+            outcome.percentile_ms(0.99),
+            outcome.requests,
+            outcome.errors
+        );
+    };
+    report("liveness (baseline)", &mut baseline);
+    report("session create+get", &mut sessions);
+    println!(
+        "ratio: session create+get iterations/s = {:.3} × baseline requests/s",
+        sessions.per_second() / 2.0 / baseline.per_second()
+    );
+
+    shutdown.cancel();
+    let _ = server_task.await;
+    let _ = sqlx::query(&format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#))
+        .execute(&mut conn)
+        .await;
+}
