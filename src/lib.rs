@@ -10,6 +10,7 @@ pub mod event_store;
 pub mod extract;
 pub mod health;
 pub mod http;
+pub mod ingest;
 pub mod metrics;
 pub mod rate_limit;
 pub mod state;

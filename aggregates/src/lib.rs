@@ -2,3 +2,4 @@
 //! No I/O lives here; `handle` is the only place business rules are decided.
 
 pub mod chat_session;
+pub mod incident;

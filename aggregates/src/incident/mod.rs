@@ -1,0 +1,525 @@
+//! An incident: alerts that belong together, their analysis status, and where people are with it
+//! (spec Incident, States → Incident status and Analysis status).
+
+#[cfg(test)]
+mod tests;
+
+use chrono::{DateTime, Utc};
+use cqrs_es::{event_sink::EventSink, Aggregate, DomainEvent};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+pub const MAX_SUMMARY_CHARS: usize = 10_000;
+/// Correlated alerts one incident takes at most; later alerts open incidents of their own.
+pub const MAX_CORRELATED_ALERTS: usize = 50;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IncidentStatus {
+    #[default]
+    Investigating,
+    Analyzed,
+    Merged,
+    Resolved,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnalysisStatus {
+    #[default]
+    Idle,
+    Running,
+    Complete,
+    Error,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActiveTab {
+    #[default]
+    Thoughts,
+    Chat,
+}
+
+macro_rules! wire_names {
+    ($($type:ty { $($variant:ident => $name:literal),+ $(,)? })+) => {$(
+        impl $type {
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $name),+ }
+            }
+            pub fn parse(value: &str) -> Option<Self> {
+                match value { $($name => Some(Self::$variant),)+ _ => None }
+            }
+        }
+    )+};
+}
+
+wire_names! {
+    IncidentStatus { Investigating => "investigating", Analyzed => "analyzed", Merged => "merged", Resolved => "resolved" }
+    AnalysisStatus { Idle => "idle", Running => "running", Complete => "complete", Error => "error" }
+    ActiveTab { Thoughts => "thoughts", Chat => "chat" }
+}
+
+/// What the incident's events keep of one alert.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AlertInfo {
+    /// `source_a` .. `source_i`.
+    pub source_type: String,
+    /// The id of the alert's row in the ingestion store.
+    pub source_alert_id: i64,
+    /// The source's stable key of the alert.
+    pub alert_key: String,
+    pub title: String,
+    pub service: Option<String>,
+    pub environment: Option<String>,
+    pub severity: Option<String>,
+    pub fired_at: DateTime<Utc>,
+    pub source_url: Option<String>,
+    /// Labels and links worth keeping (the correlated alert's `alert_metadata`).
+    pub metadata: Value,
+}
+
+/// How an alert was matched to an incident.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Correlation {
+    /// `time_window`, `service_match`, `semantic` or `manual`.
+    pub strategy: String,
+    /// 0.0 to 1.0.
+    pub score: f64,
+    /// Every sub-score, the weights and the threshold that decided it.
+    pub details: Value,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum IncidentCommand {
+    Open {
+        incident_id: Uuid,
+        user_id: String,
+        alert: AlertInfo,
+        at: DateTime<Utc>,
+    },
+    CorrelateAlert {
+        user_id: String,
+        alert: AlertInfo,
+        correlation: Correlation,
+        at: DateTime<Utc>,
+    },
+    /// A recovery notification for one of the incident's alerts.
+    ResolveAlert {
+        user_id: String,
+        source_type: String,
+        alert_key: String,
+        source_alert_id: i64,
+        at: DateTime<Utc>,
+    },
+    /// The PATCH of the spec: every provided field changes; `updated_at` always moves.
+    Patch {
+        user_id: String,
+        status: Option<IncidentStatus>,
+        analysis_status: Option<AnalysisStatus>,
+        summary: Option<String>,
+        active_tab: Option<ActiveTab>,
+        at: DateTime<Utc>,
+    },
+    /// Source side of a merge: this incident goes into `target_incident_id`.
+    MergeInto {
+        user_id: String,
+        target_incident_id: Uuid,
+        at: DateTime<Utc>,
+    },
+    /// Target side of a merge: the source's alerts join this incident.
+    Absorb {
+        user_id: String,
+        source_incident_id: Uuid,
+        alerts: Vec<AlertInfo>,
+        at: DateTime<Utc>,
+    },
+    LinkChatSession {
+        user_id: String,
+        session_id: Uuid,
+        at: DateTime<Utc>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum IncidentEvent {
+    IncidentOpened {
+        incident_id: Uuid,
+        user_id: String,
+        alert: AlertInfo,
+        at: DateTime<Utc>,
+    },
+    AlertCorrelated {
+        alert: AlertInfo,
+        correlation: Correlation,
+        at: DateTime<Utc>,
+    },
+    AlertResolved {
+        source_type: String,
+        alert_key: String,
+        source_alert_id: i64,
+        at: DateTime<Utc>,
+    },
+    /// `analyzed_at` is set when this change stamps it (the first move to analyzed or resolved).
+    StatusChanged {
+        status: IncidentStatus,
+        analyzed_at: Option<DateTime<Utc>>,
+        at: DateTime<Utc>,
+    },
+    /// The incident became resolved: a postmortem is due.
+    ResolutionRequested {
+        at: DateTime<Utc>,
+    },
+    AnalysisStatusChanged {
+        status: AnalysisStatus,
+        at: DateTime<Utc>,
+    },
+    SummaryWritten {
+        summary: String,
+        at: DateTime<Utc>,
+    },
+    ActiveTabChanged {
+        tab: ActiveTab,
+        at: DateTime<Utc>,
+    },
+    /// A PATCH that changed nothing still moves `updated_at` (spec).
+    IncidentTouched {
+        at: DateTime<Utc>,
+    },
+    MergedInto {
+        target_incident_id: Uuid,
+        at: DateTime<Utc>,
+    },
+    IncidentAbsorbed {
+        source_incident_id: Uuid,
+        alerts: Vec<AlertInfo>,
+        at: DateTime<Utc>,
+    },
+    ChatSessionLinked {
+        session_id: Uuid,
+        at: DateTime<Utc>,
+    },
+}
+
+impl IncidentEvent {
+    pub fn at(&self) -> DateTime<Utc> {
+        use IncidentEvent as E;
+        match self {
+            E::IncidentOpened { at, .. }
+            | E::AlertCorrelated { at, .. }
+            | E::AlertResolved { at, .. }
+            | E::StatusChanged { at, .. }
+            | E::ResolutionRequested { at }
+            | E::AnalysisStatusChanged { at, .. }
+            | E::SummaryWritten { at, .. }
+            | E::ActiveTabChanged { at, .. }
+            | E::IncidentTouched { at }
+            | E::MergedInto { at, .. }
+            | E::IncidentAbsorbed { at, .. }
+            | E::ChatSessionLinked { at, .. } => *at,
+        }
+    }
+}
+
+impl DomainEvent for IncidentEvent {
+    fn event_type(&self) -> String {
+        use IncidentEvent as E;
+        match self {
+            E::IncidentOpened { .. } => "IncidentOpened",
+            E::AlertCorrelated { .. } => "AlertCorrelated",
+            E::AlertResolved { .. } => "AlertResolved",
+            E::StatusChanged { .. } => "StatusChanged",
+            E::ResolutionRequested { .. } => "ResolutionRequested",
+            E::AnalysisStatusChanged { .. } => "AnalysisStatusChanged",
+            E::SummaryWritten { .. } => "SummaryWritten",
+            E::ActiveTabChanged { .. } => "ActiveTabChanged",
+            E::IncidentTouched { .. } => "IncidentTouched",
+            E::MergedInto { .. } => "MergedInto",
+            E::IncidentAbsorbed { .. } => "IncidentAbsorbed",
+            E::ChatSessionLinked { .. } => "ChatSessionLinked",
+        }
+        .to_owned()
+    }
+
+    fn event_version(&self) -> String {
+        "1".to_owned()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IncidentError {
+    /// Unknown, or another user's: indistinguishable to the caller.
+    #[error("incident not found")]
+    NotFound,
+    #[error("incident already exists")]
+    AlreadyExists,
+    #[error("incident is already merged into another incident")]
+    AlreadyMerged,
+    /// The incident no longer takes alerts (not investigating, or full); open a new one instead.
+    #[error("incident does not take more alerts: {0}")]
+    NotCorrelatable(&'static str),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Incident {
+    id: Option<Uuid>,
+    user_id: String,
+    status: IncidentStatus,
+    analysis_status: AnalysisStatus,
+    summary: Option<String>,
+    active_tab: ActiveTab,
+    analyzed_at: Option<DateTime<Utc>>,
+    /// The opening alert first, then every correlated or absorbed one.
+    alerts: Vec<AlertInfo>,
+}
+
+impl Incident {
+    fn owned_by(&self, user_id: &str) -> Result<&Self, IncidentError> {
+        if self.id.is_none() || self.user_id != user_id {
+            return Err(IncidentError::NotFound);
+        }
+        Ok(self)
+    }
+
+    fn holds(&self, alert: &AlertInfo) -> bool {
+        self.alerts
+            .iter()
+            .any(|held| held.source_type == alert.source_type && held.source_alert_id == alert.source_alert_id)
+    }
+
+    fn status_change(&self, status: IncidentStatus, at: DateTime<Utc>) -> Vec<IncidentEvent> {
+        use IncidentEvent as E;
+        let stamps_analysis = matches!(status, IncidentStatus::Analyzed | IncidentStatus::Resolved);
+        let analyzed_at = (stamps_analysis && self.analyzed_at.is_none()).then_some(at);
+        match (self.status, status) {
+            // Resolving again starts no second postmortem; the PATCH still touches the incident.
+            (IncidentStatus::Resolved, IncidentStatus::Resolved) => vec![E::IncidentTouched { at }],
+            (_, IncidentStatus::Resolved) => {
+                vec![
+                    E::StatusChanged {
+                        status,
+                        analyzed_at,
+                        at,
+                    },
+                    E::ResolutionRequested { at },
+                ]
+            }
+            (current, wanted) if current == wanted && analyzed_at.is_none() => vec![],
+            _ => vec![E::StatusChanged {
+                status,
+                analyzed_at,
+                at,
+            }],
+        }
+    }
+
+    fn decide(&self, command: IncidentCommand) -> Result<Vec<IncidentEvent>, IncidentError> {
+        use IncidentCommand as C;
+        use IncidentEvent as E;
+        match command {
+            C::Open {
+                incident_id,
+                user_id,
+                alert,
+                at,
+            } => {
+                if self.id.is_some() {
+                    return Err(IncidentError::AlreadyExists);
+                }
+                Ok(vec![E::IncidentOpened {
+                    incident_id,
+                    user_id,
+                    alert,
+                    at,
+                }])
+            }
+            C::CorrelateAlert {
+                user_id,
+                alert,
+                correlation,
+                at,
+            } => {
+                let incident = self.owned_by(&user_id)?;
+                if incident.holds(&alert) {
+                    return Ok(vec![]);
+                }
+                if incident.status != IncidentStatus::Investigating {
+                    return Err(IncidentError::NotCorrelatable("it is no longer investigating"));
+                }
+                if incident.alerts.len() > MAX_CORRELATED_ALERTS {
+                    return Err(IncidentError::NotCorrelatable(
+                        "it holds the most correlated alerts allowed",
+                    ));
+                }
+                if !(0.0..=1.0).contains(&correlation.score) {
+                    return Err(IncidentError::Invalid(
+                        "correlation score must be within 0.0 and 1.0".into(),
+                    ));
+                }
+                Ok(vec![E::AlertCorrelated { alert, correlation, at }])
+            }
+            C::ResolveAlert {
+                user_id,
+                source_type,
+                alert_key,
+                source_alert_id,
+                at,
+            } => {
+                self.owned_by(&user_id)?;
+                Ok(vec![E::AlertResolved {
+                    source_type,
+                    alert_key,
+                    source_alert_id,
+                    at,
+                }])
+            }
+            C::Patch {
+                user_id,
+                status,
+                analysis_status,
+                summary,
+                active_tab,
+                at,
+            } => {
+                let incident = self.owned_by(&user_id)?;
+                if status.is_none() && analysis_status.is_none() && summary.is_none() && active_tab.is_none() {
+                    return Err(IncidentError::Invalid("no valid fields to update".into()));
+                }
+                if summary
+                    .as_ref()
+                    .is_some_and(|summary| summary.chars().count() > MAX_SUMMARY_CHARS)
+                {
+                    return Err(IncidentError::Invalid(format!(
+                        "summary must be at most {MAX_SUMMARY_CHARS} characters"
+                    )));
+                }
+                let mut events = status
+                    .map(|status| incident.status_change(status, at))
+                    .unwrap_or_default();
+                if let Some(status) = analysis_status.filter(|status| *status != incident.analysis_status) {
+                    events.push(E::AnalysisStatusChanged { status, at });
+                }
+                if let Some(summary) = summary.filter(|summary| Some(summary) != incident.summary.as_ref()) {
+                    events.push(E::SummaryWritten { summary, at });
+                }
+                if let Some(tab) = active_tab.filter(|tab| *tab != incident.active_tab) {
+                    events.push(E::ActiveTabChanged { tab, at });
+                }
+                if events.is_empty() {
+                    events.push(E::IncidentTouched { at });
+                }
+                Ok(events)
+            }
+            C::MergeInto {
+                user_id,
+                target_incident_id,
+                at,
+            } => {
+                let incident = self.owned_by(&user_id)?;
+                if incident.id == Some(target_incident_id) {
+                    return Err(IncidentError::Invalid(
+                        "an incident cannot be merged into itself".into(),
+                    ));
+                }
+                if incident.status == IncidentStatus::Merged {
+                    return Err(IncidentError::AlreadyMerged);
+                }
+                Ok(vec![E::MergedInto { target_incident_id, at }])
+            }
+            C::Absorb {
+                user_id,
+                source_incident_id,
+                alerts,
+                at,
+            } => {
+                let incident = self.owned_by(&user_id)?;
+                if incident.id == Some(source_incident_id) {
+                    return Err(IncidentError::Invalid(
+                        "an incident cannot be merged into itself".into(),
+                    ));
+                }
+                if incident.status == IncidentStatus::Merged {
+                    return Err(IncidentError::AlreadyMerged);
+                }
+                let alerts: Vec<AlertInfo> = alerts.into_iter().filter(|alert| !incident.holds(alert)).collect();
+                Ok(vec![E::IncidentAbsorbed {
+                    source_incident_id,
+                    alerts,
+                    at,
+                }])
+            }
+            C::LinkChatSession {
+                user_id,
+                session_id,
+                at,
+            } => {
+                self.owned_by(&user_id)?;
+                Ok(vec![E::ChatSessionLinked { session_id, at }])
+            }
+        }
+    }
+
+    pub fn status(&self) -> IncidentStatus {
+        self.status
+    }
+
+    pub fn alerts(&self) -> &[AlertInfo] {
+        &self.alerts
+    }
+}
+
+impl Aggregate for Incident {
+    const TYPE: &'static str = "Incident";
+    type Command = IncidentCommand;
+    type Event = IncidentEvent;
+    type Error = IncidentError;
+    type Services = ();
+
+    async fn handle(
+        &mut self,
+        command: Self::Command,
+        _: &Self::Services,
+        sink: &EventSink<Self>,
+    ) -> Result<(), Self::Error> {
+        for event in self.decide(command)? {
+            sink.write(event, self).await;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, event: Self::Event) {
+        use IncidentEvent as E;
+        match event {
+            E::IncidentOpened {
+                incident_id,
+                user_id,
+                alert,
+                ..
+            } => {
+                self.id = Some(incident_id);
+                self.user_id = user_id;
+                self.alerts = vec![alert];
+            }
+            E::AlertCorrelated { alert, .. } => self.alerts.push(alert),
+            E::IncidentAbsorbed { alerts, .. } => self.alerts.extend(alerts),
+            E::StatusChanged {
+                status, analyzed_at, ..
+            } => {
+                self.status = status;
+                self.analyzed_at = self.analyzed_at.or(analyzed_at);
+            }
+            E::MergedInto { .. } => self.status = IncidentStatus::Merged,
+            E::AnalysisStatusChanged { status, .. } => self.analysis_status = status,
+            E::SummaryWritten { summary, .. } => self.summary = Some(summary),
+            E::ActiveTabChanged { tab, .. } => self.active_tab = tab,
+            E::AlertResolved { .. }
+            | E::ResolutionRequested { .. }
+            | E::IncidentTouched { .. }
+            | E::ChatSessionLinked { .. } => {}
+        }
+    }
+}

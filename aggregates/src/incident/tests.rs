@@ -1,0 +1,462 @@
+use chrono::{DateTime, TimeZone, Utc};
+use cqrs_es::test::TestFramework;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::*;
+
+type Given = TestFramework<Incident>;
+
+const OWNER: &str = "owner";
+
+fn at(minute: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 20, 14, minute, 0).unwrap()
+}
+
+fn incident_id() -> Uuid {
+    Uuid::from_u128(1)
+}
+
+fn alert(source_alert_id: i64, service: &str) -> AlertInfo {
+    AlertInfo {
+        source_type: "source_a".into(),
+        source_alert_id,
+        alert_key: format!("key-{source_alert_id}"),
+        title: format!("alert {source_alert_id}"),
+        service: Some(service.into()),
+        environment: Some("production".into()),
+        severity: Some("critical".into()),
+        fired_at: at(2),
+        source_url: None,
+        metadata: json!({}),
+    }
+}
+
+fn opened() -> IncidentEvent {
+    IncidentEvent::IncidentOpened {
+        incident_id: incident_id(),
+        user_id: OWNER.into(),
+        alert: alert(1, "checkout-api"),
+        at: at(2),
+    }
+}
+
+fn correlation() -> Correlation {
+    Correlation {
+        strategy: "service_match".into(),
+        score: 0.8,
+        details: json!({ "service_match": 1.0 }),
+    }
+}
+
+fn correlated(source_alert_id: i64) -> IncidentEvent {
+    IncidentEvent::AlertCorrelated {
+        alert: alert(source_alert_id, "checkout-api"),
+        correlation: correlation(),
+        at: at(4),
+    }
+}
+
+fn patch(status: Option<IncidentStatus>) -> IncidentCommand {
+    IncidentCommand::Patch {
+        user_id: OWNER.into(),
+        status,
+        analysis_status: None,
+        summary: None,
+        active_tab: None,
+        at: at(10),
+    }
+}
+
+fn status_changed(status: IncidentStatus, analyzed_at: Option<DateTime<Utc>>) -> IncidentEvent {
+    IncidentEvent::StatusChanged {
+        status,
+        analyzed_at,
+        at: at(10),
+    }
+}
+
+#[test]
+fn open_from_an_alert() {
+    Given::with(())
+        .given_no_previous_events()
+        .when(IncidentCommand::Open {
+            incident_id: incident_id(),
+            user_id: OWNER.into(),
+            alert: alert(1, "checkout-api"),
+            at: at(2),
+        })
+        .then_expect_events(vec![opened()]);
+}
+
+#[test]
+fn open_twice_is_refused() {
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::Open {
+            incident_id: incident_id(),
+            user_id: OWNER.into(),
+            alert: alert(2, "x"),
+            at: at(3),
+        })
+        .then_expect_error(IncidentError::AlreadyExists);
+}
+
+#[test]
+fn correlate_an_alert() {
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::CorrelateAlert {
+            user_id: OWNER.into(),
+            alert: alert(2, "checkout-api"),
+            correlation: correlation(),
+            at: at(4),
+        })
+        .then_expect_events(vec![correlated(2)]);
+}
+
+#[test]
+fn correlating_a_held_alert_again_is_a_no_op() {
+    Given::with(())
+        .given(vec![opened(), correlated(2)])
+        .when(IncidentCommand::CorrelateAlert {
+            user_id: OWNER.into(),
+            alert: alert(2, "checkout-api"),
+            correlation: correlation(),
+            at: at(5),
+        })
+        .then_expect_events(vec![]);
+}
+
+#[test]
+fn only_investigating_incidents_take_alerts() {
+    Given::with(())
+        .given(vec![opened(), status_changed(IncidentStatus::Analyzed, Some(at(10)))])
+        .when(IncidentCommand::CorrelateAlert {
+            user_id: OWNER.into(),
+            alert: alert(3, "checkout-api"),
+            correlation: correlation(),
+            at: at(11),
+        })
+        .then_expect_error(IncidentError::NotCorrelatable("it is no longer investigating"));
+}
+
+#[test]
+fn an_incident_takes_at_most_fifty_correlated_alerts() {
+    let mut history = vec![opened()];
+    history.extend((2..=50).map(correlated));
+    Given::with(())
+        .given(history.clone())
+        .when(IncidentCommand::CorrelateAlert {
+            user_id: OWNER.into(),
+            alert: alert(51, "checkout-api"),
+            correlation: correlation(),
+            at: at(4),
+        })
+        .then_expect_events(vec![correlated(51)]);
+    history.push(correlated(51));
+    Given::with(())
+        .given(history)
+        .when(IncidentCommand::CorrelateAlert {
+            user_id: OWNER.into(),
+            alert: alert(52, "checkout-api"),
+            correlation: correlation(),
+            at: at(5),
+        })
+        .then_expect_error(IncidentError::NotCorrelatable(
+            "it holds the most correlated alerts allowed",
+        ));
+}
+
+#[test]
+fn a_correlation_score_outside_zero_to_one_is_refused() {
+    let mut correlation = correlation();
+    correlation.score = 1.5;
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::CorrelateAlert {
+            user_id: OWNER.into(),
+            alert: alert(2, "x"),
+            correlation,
+            at: at(4),
+        })
+        .then_expect_error_message("correlation score must be within 0.0 and 1.0");
+}
+
+#[test]
+fn resolve_an_alert() {
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::ResolveAlert {
+            user_id: OWNER.into(),
+            source_type: "source_a".into(),
+            alert_key: "key-1".into(),
+            source_alert_id: 9,
+            at: at(40),
+        })
+        .then_expect_events(vec![IncidentEvent::AlertResolved {
+            source_type: "source_a".into(),
+            alert_key: "key-1".into(),
+            source_alert_id: 9,
+            at: at(40),
+        }]);
+}
+
+#[test]
+fn analyzed_stamps_analyzed_at_once() {
+    Given::with(())
+        .given(vec![opened()])
+        .when(patch(Some(IncidentStatus::Analyzed)))
+        .then_expect_events(vec![status_changed(IncidentStatus::Analyzed, Some(at(10)))]);
+    Given::with(())
+        .given(vec![
+            opened(),
+            IncidentEvent::StatusChanged {
+                status: IncidentStatus::Analyzed,
+                analyzed_at: Some(at(5)),
+                at: at(5),
+            },
+        ])
+        .when(patch(Some(IncidentStatus::Investigating)))
+        .then_expect_events(vec![status_changed(IncidentStatus::Investigating, None)]);
+    Given::with(())
+        .given(vec![
+            opened(),
+            IncidentEvent::StatusChanged {
+                status: IncidentStatus::Analyzed,
+                analyzed_at: Some(at(5)),
+                at: at(5),
+            },
+            IncidentEvent::StatusChanged {
+                status: IncidentStatus::Investigating,
+                analyzed_at: None,
+                at: at(6),
+            },
+        ])
+        .when(patch(Some(IncidentStatus::Analyzed)))
+        .then_expect_events(vec![status_changed(IncidentStatus::Analyzed, None)]);
+}
+
+#[test]
+fn resolving_requests_a_postmortem_once() {
+    Given::with(())
+        .given(vec![opened()])
+        .when(patch(Some(IncidentStatus::Resolved)))
+        .then_expect_events(vec![
+            status_changed(IncidentStatus::Resolved, Some(at(10))),
+            IncidentEvent::ResolutionRequested { at: at(10) },
+        ]);
+    Given::with(())
+        .given(vec![
+            opened(),
+            status_changed(IncidentStatus::Resolved, Some(at(10))),
+            IncidentEvent::ResolutionRequested { at: at(10) },
+        ])
+        .when(patch(Some(IncidentStatus::Resolved)))
+        .then_expect_events(vec![IncidentEvent::IncidentTouched { at: at(10) }]);
+}
+
+#[test]
+fn patch_merged_and_investigating_only_change_status() {
+    Given::with(())
+        .given(vec![opened()])
+        .when(patch(Some(IncidentStatus::Merged)))
+        .then_expect_events(vec![status_changed(IncidentStatus::Merged, None)]);
+}
+
+#[test]
+fn patch_the_other_fields() {
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::Patch {
+            user_id: OWNER.into(),
+            status: None,
+            analysis_status: Some(AnalysisStatus::Running),
+            summary: Some("Latency from payments-api [1]".into()),
+            active_tab: Some(ActiveTab::Chat),
+            at: at(10),
+        })
+        .then_expect_events(vec![
+            IncidentEvent::AnalysisStatusChanged {
+                status: AnalysisStatus::Running,
+                at: at(10),
+            },
+            IncidentEvent::SummaryWritten {
+                summary: "Latency from payments-api [1]".into(),
+                at: at(10),
+            },
+            IncidentEvent::ActiveTabChanged {
+                tab: ActiveTab::Chat,
+                at: at(10),
+            },
+        ]);
+}
+
+#[test]
+fn patch_with_unchanged_values_touches() {
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::Patch {
+            user_id: OWNER.into(),
+            status: Some(IncidentStatus::Investigating),
+            analysis_status: Some(AnalysisStatus::Idle),
+            summary: None,
+            active_tab: Some(ActiveTab::Thoughts),
+            at: at(10),
+        })
+        .then_expect_events(vec![IncidentEvent::IncidentTouched { at: at(10) }]);
+}
+
+#[test]
+fn patch_refusals() {
+    Given::with(())
+        .given(vec![opened()])
+        .when(patch(None))
+        .then_expect_error_message("no valid fields to update");
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::Patch {
+            user_id: OWNER.into(),
+            status: None,
+            analysis_status: None,
+            summary: Some("x".repeat(MAX_SUMMARY_CHARS + 1)),
+            active_tab: None,
+            at: at(10),
+        })
+        .then_expect_error_message("summary must be at most 10000 characters");
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::Patch {
+            user_id: "intruder".into(),
+            status: Some(IncidentStatus::Resolved),
+            analysis_status: None,
+            summary: None,
+            active_tab: None,
+            at: at(10),
+        })
+        .then_expect_error(IncidentError::NotFound);
+    Given::with(())
+        .given_no_previous_events()
+        .when(patch(Some(IncidentStatus::Analyzed)))
+        .then_expect_error(IncidentError::NotFound);
+}
+
+#[test]
+fn merge_into_another_incident() {
+    let target = Uuid::from_u128(2);
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::MergeInto {
+            user_id: OWNER.into(),
+            target_incident_id: target,
+            at: at(20),
+        })
+        .then_expect_events(vec![IncidentEvent::MergedInto {
+            target_incident_id: target,
+            at: at(20),
+        }]);
+}
+
+#[test]
+fn merge_refusals() {
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::MergeInto {
+            user_id: OWNER.into(),
+            target_incident_id: incident_id(),
+            at: at(20),
+        })
+        .then_expect_error_message("an incident cannot be merged into itself");
+    Given::with(())
+        .given(vec![
+            opened(),
+            IncidentEvent::MergedInto {
+                target_incident_id: Uuid::from_u128(2),
+                at: at(20),
+            },
+        ])
+        .when(IncidentCommand::MergeInto {
+            user_id: OWNER.into(),
+            target_incident_id: Uuid::from_u128(3),
+            at: at(21),
+        })
+        .then_expect_error(IncidentError::AlreadyMerged);
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::MergeInto {
+            user_id: "intruder".into(),
+            target_incident_id: Uuid::from_u128(2),
+            at: at(20),
+        })
+        .then_expect_error(IncidentError::NotFound);
+}
+
+#[test]
+fn absorb_the_source_alerts_it_does_not_hold() {
+    let source = Uuid::from_u128(9);
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::Absorb {
+            user_id: OWNER.into(),
+            source_incident_id: source,
+            alerts: vec![alert(1, "checkout-api"), alert(7, "payments-api")],
+            at: at(20),
+        })
+        .then_expect_events(vec![IncidentEvent::IncidentAbsorbed {
+            source_incident_id: source,
+            alerts: vec![alert(7, "payments-api")],
+            at: at(20),
+        }]);
+}
+
+#[test]
+fn a_merged_incident_absorbs_nothing() {
+    Given::with(())
+        .given(vec![
+            opened(),
+            IncidentEvent::MergedInto {
+                target_incident_id: Uuid::from_u128(2),
+                at: at(20),
+            },
+        ])
+        .when(IncidentCommand::Absorb {
+            user_id: OWNER.into(),
+            source_incident_id: Uuid::from_u128(9),
+            alerts: vec![],
+            at: at(21),
+        })
+        .then_expect_error(IncidentError::AlreadyMerged);
+}
+
+#[test]
+fn link_the_analysis_chat_session() {
+    let session = Uuid::from_u128(5);
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::LinkChatSession {
+            user_id: OWNER.into(),
+            session_id: session,
+            at: at(3),
+        })
+        .then_expect_events(vec![IncidentEvent::ChatSessionLinked {
+            session_id: session,
+            at: at(3),
+        }]);
+}
+
+#[test]
+fn wire_names_round_trip() {
+    for status in IncidentStatus::ALL {
+        assert_eq!(IncidentStatus::parse(status.as_str()), Some(*status));
+        assert_eq!(serde_json::to_value(status).unwrap(), json!(status.as_str()));
+    }
+    for status in AnalysisStatus::ALL {
+        assert_eq!(AnalysisStatus::parse(status.as_str()), Some(*status));
+    }
+    assert_eq!(ActiveTab::parse("chat"), Some(ActiveTab::Chat));
+    assert_eq!(
+        IncidentStatus::parse("Resolved"),
+        None,
+        "values are case-sensitive, as the spec lists them"
+    );
+}

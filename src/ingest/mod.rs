@@ -1,0 +1,3 @@
+//! Alert ingestion: webhook bodies of nine sources, parsed into one normalized shape.
+
+pub mod parsers;

@@ -1,0 +1,237 @@
+//! source_a: Alertmanager / Grafana unified alerting webhook. One notification carries `alerts[]`.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::value::{normalize_severity, unless_same_as, EpochUnit, Obj};
+use super::{AlertKind, NormalizedAlert, ParseError, Source};
+
+pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<NormalizedAlert>, ParseError> {
+    let notification = Obj::root(payload)?;
+    let alerts = notification.require_array("alerts")?;
+    if alerts.is_empty() {
+        return Err(ParseError::Empty {
+            field: notification.path_of("alerts"),
+        });
+    }
+    alerts
+        .iter()
+        .enumerate()
+        .map(|(index, element)| {
+            let alert = notification.require_element("alerts", index, element)?;
+            parse_alert(&notification, &alert, element, received_at)
+        })
+        .collect()
+}
+
+fn parse_alert(
+    notification: &Obj<'_>,
+    alert: &Obj<'_>,
+    element: &Value,
+    received_at: DateTime<Utc>,
+) -> Result<NormalizedAlert, ParseError> {
+    let key = alert.require_id("fingerprint")?;
+    let labels = alert.object("labels");
+    let label = |name: &str| labels.as_ref().and_then(|labels| labels.text(name));
+    let annotations = alert.object("annotations");
+    let summary = annotations
+        .as_ref()
+        .and_then(|annotations| annotations.first_text(&["summary", "description"]));
+    let alertname = label("alertname");
+    let title = alertname
+        .clone()
+        .or_else(|| summary.clone())
+        .unwrap_or_else(|| format!("Alert {key}"));
+    // Plain Alertmanager always sends a per-alert status; the group status is only a fallback.
+    let state = alert
+        .text("status")
+        .or_else(|| notification.text("status"))
+        .map_or_else(|| "firing".to_owned(), |status| status.to_lowercase());
+
+    Ok(NormalizedAlert {
+        source: Source::SourceA,
+        kind: AlertKind::Alert,
+        group_key: key.clone(),
+        key,
+        detail: unless_same_as(summary, &title),
+        title,
+        service: label("service").or_else(|| label("job")),
+        environment: label("environment").or_else(|| label("env")),
+        severity: label("severity").and_then(|severity| normalize_severity(&severity)),
+        fired_at: alert.time("startsAt", EpochUnit::Seconds).unwrap_or(received_at),
+        resolved: state == "resolved",
+        state,
+        source_url: alert.text("generatorURL"),
+        dashboard_url: alert.text("dashboardURL"),
+        panel_url: alert.text("panelURL"),
+        rule_name: alertname,
+        labels: labels.map(|labels| labels.scalar_labels()).unwrap_or_default(),
+        raw: element.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::test_support::{
+        assert_error, assert_rejects_non_objects, fixture, parse_fixture, parse_one, received_at, utc, with, without,
+        Fixture,
+    };
+    use super::super::{parse, ParseError, Source};
+
+    const SOURCE: Source = Source::SourceA;
+
+    #[test]
+    fn firing_alert() {
+        let alert = parse_fixture(SOURCE, Fixture::Firing);
+        assert_eq!(alert.key, "7d3f9a1c0b2e4f58");
+        assert_eq!(alert.group_key, "7d3f9a1c0b2e4f58");
+        assert_eq!(alert.title, "CheckoutApiHighLatency");
+        assert_eq!(alert.detail.as_deref(), Some("checkout-api p99 latency above 2s"));
+        assert_eq!(alert.service.as_deref(), Some("checkout-api"));
+        assert_eq!(alert.environment, None);
+        assert_eq!(alert.severity.as_deref(), Some("critical"));
+        assert_eq!(alert.fired_at, utc("2026-11-20T14:02:10Z"));
+        assert!(!alert.resolved);
+        assert_eq!(alert.state, "firing");
+        assert_eq!(alert.rule_name.as_deref(), Some("CheckoutApiHighLatency"));
+        assert_eq!(
+            alert.source_url.as_deref(),
+            Some("https://grafana.example.com/alerting/grafana/ce4b7k2q9x1fkd/view?orgId=1")
+        );
+        assert_eq!(
+            alert.dashboard_url.as_deref(),
+            Some("https://grafana.example.com/d/checkout-api-red?orgId=1")
+        );
+        assert_eq!(
+            alert.panel_url.as_deref(),
+            Some("https://grafana.example.com/d/checkout-api-red?orgId=1&viewPanel=4")
+        );
+        assert_eq!(alert.labels.get("team"), Some(&json!("payments")));
+        assert_eq!(alert.labels.len(), 10);
+        assert_eq!(alert.raw, fixture(SOURCE, Fixture::Firing)["alerts"][0]);
+    }
+
+    #[test]
+    fn related_alert_is_distinct_on_the_same_service() {
+        let firing = parse_fixture(SOURCE, Fixture::Firing);
+        let related = parse_fixture(SOURCE, Fixture::Related);
+        assert_eq!(related.key, "e19b04c7a3d25f6e");
+        assert_ne!(related.key, firing.key);
+        assert_ne!(related.group_key, firing.group_key);
+        assert_eq!(related.service, firing.service);
+        assert_eq!(related.title, "CheckoutApiHighErrorRate");
+        assert_eq!(related.fired_at, utc("2026-11-20T14:04:40Z"));
+        assert!(!related.resolved);
+    }
+
+    #[test]
+    fn resolved_alert_shares_the_firing_key() {
+        let firing = parse_fixture(SOURCE, Fixture::Firing);
+        let resolved = parse_fixture(SOURCE, Fixture::Resolved);
+        assert_eq!(resolved.key, firing.key);
+        assert_eq!(resolved.group_key, firing.group_key);
+        assert!(resolved.resolved);
+        assert_eq!(resolved.state, "resolved");
+        // fired-at stays `startsAt`; the 14:41:10 in the README table is `endsAt`.
+        assert_eq!(resolved.fired_at, utc("2026-11-20T14:02:10Z"));
+        assert_eq!(resolved.title, firing.title);
+    }
+
+    #[test]
+    fn every_alert_of_a_grouped_notification_is_returned() {
+        let first = fixture(SOURCE, Fixture::Firing)["alerts"][0].clone();
+        let second = fixture(SOURCE, Fixture::Related)["alerts"][0].clone();
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/alerts", json!([first, second]));
+        let alerts = parse(SOURCE, &payload, received_at()).expect("parses");
+        let keys: Vec<&str> = alerts.iter().map(|alert| alert.key.as_str()).collect();
+        assert_eq!(keys, ["7d3f9a1c0b2e4f58", "e19b04c7a3d25f6e"]);
+        assert_eq!(alerts[1].raw, second);
+    }
+
+    #[test]
+    fn plain_alertmanager_payload_without_grafana_fields() {
+        let payload = json!({
+            "version": "4",
+            "status": "firing",
+            "alerts": [{
+                "status": "firing",
+                "labels": {"alertname": "DiskFull", "job": "node-exporter", "severity": "warn", "env": "staging"},
+                "annotations": {"description": "disk is 97% full"},
+                "startsAt": "2026-11-20T14:02:10.123456789+01:00",
+                "endsAt": "0001-01-01T00:00:00Z",
+                "fingerprint": 1234567890
+            }]
+        });
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.key, "1234567890");
+        assert_eq!(alert.service.as_deref(), Some("node-exporter"));
+        assert_eq!(alert.environment.as_deref(), Some("staging"));
+        assert_eq!(alert.severity.as_deref(), Some("warning"));
+        assert_eq!(alert.detail.as_deref(), Some("disk is 97% full"));
+        assert_eq!(alert.fired_at, utc("2026-11-20T13:02:10.123456789Z"));
+        assert_eq!(
+            (alert.dashboard_url, alert.panel_url, alert.source_url),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn missing_optional_fields_fall_back() {
+        let payload = json!({"alerts": [{"fingerprint": "abc"}]});
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.title, "Alert abc");
+        assert_eq!(alert.fired_at, received_at());
+        assert_eq!(alert.state, "firing");
+        assert!(!alert.resolved);
+        assert_eq!((alert.service, alert.severity, alert.detail), (None, None, None));
+        assert!(alert.labels.is_empty());
+    }
+
+    #[test]
+    fn unset_start_time_falls_back_to_receipt() {
+        let payload = with(
+            fixture(SOURCE, Fixture::Firing),
+            "/alerts/0/startsAt",
+            json!("0001-01-01T00:00:00Z"),
+        );
+        assert_eq!(parse_one(SOURCE, &payload).fired_at, received_at());
+        let payload = without(fixture(SOURCE, Fixture::Firing), "/alerts/0/startsAt");
+        assert_eq!(parse_one(SOURCE, &payload).fired_at, received_at());
+    }
+
+    #[test]
+    fn rejects_bodies_without_alerts() {
+        assert_rejects_non_objects(SOURCE);
+        assert_error(SOURCE, &json!({}), "missing field `alerts`");
+        assert_error(SOURCE, &json!({"alerts": []}), "field `alerts` must not be empty");
+        assert_error(
+            SOURCE,
+            &json!({"alerts": {"fingerprint": "abc"}}),
+            "field `alerts` must be an array, not an object",
+        );
+        assert_error(
+            SOURCE,
+            &json!({"alerts": [{"fingerprint": "abc"}, "oops"]}),
+            "field `alerts[1]` must be an object, not a string",
+        );
+    }
+
+    #[test]
+    fn rejects_alerts_without_a_usable_fingerprint() {
+        let payload = without(fixture(SOURCE, Fixture::Firing), "/alerts/0/fingerprint");
+        assert_error(SOURCE, &payload, "missing field `alerts[0].fingerprint`");
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/alerts/0/fingerprint", json!({}));
+        assert_eq!(
+            super::super::test_support::parse_error(SOURCE, &payload),
+            ParseError::WrongType {
+                field: "alerts[0].fingerprint".into(),
+                expected: "a string or a number",
+                found: "an object"
+            }
+        );
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/alerts/0/fingerprint", json!(" "));
+        assert_error(SOURCE, &payload, "field `alerts[0].fingerprint` must not be empty");
+    }
+}

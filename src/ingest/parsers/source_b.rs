@@ -1,0 +1,216 @@
+//! source_b: paging tool, v3 webhook. The envelope is `event`; the incident is `event.data`.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use super::value::{normalize_severity, EpochUnit, Obj};
+use super::{AlertKind, NormalizedAlert, ParseError, Source};
+
+pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
+    let root = Obj::root(payload)?;
+    let event = root.require_object("event")?;
+    let incident = event.require_object("data")?;
+    let key = incident.require_id("id")?;
+    let event_type = event.text("event_type").map(|word| word.to_lowercase());
+    let status = incident.text("status").map(|word| word.to_lowercase());
+    let resolved = event_type.as_deref() == Some("incident.resolved") || status.as_deref() == Some("resolved");
+    let title = incident
+        .first_text(&["title", "summary"])
+        .unwrap_or_else(|| untitled(&incident, &key));
+
+    Ok(NormalizedAlert {
+        source: Source::SourceB,
+        kind: AlertKind::Alert,
+        group_key: key.clone(),
+        key,
+        title,
+        detail: incident.text("description"),
+        service: incident
+            .object("service")
+            .and_then(|service| service.first_text(&["summary", "name"])),
+        environment: None,
+        severity: severity(&incident),
+        fired_at: incident
+            .time("created_at", EpochUnit::Seconds)
+            .or_else(|| event.time("occurred_at", EpochUnit::Seconds))
+            .unwrap_or(received_at),
+        resolved,
+        state: event_type.or(status).unwrap_or_else(|| "incident.triggered".to_owned()),
+        source_url: incident.text("html_url"),
+        dashboard_url: None,
+        panel_url: None,
+        rule_name: None,
+        labels: labels(&incident),
+        raw: payload.clone(),
+    })
+}
+
+fn untitled(incident: &Obj<'_>, key: &str) -> String {
+    match incident.text("number") {
+        Some(number) => format!("Incident #{number}"),
+        None => format!("Incident {key}"),
+    }
+}
+
+/// `priority.name` (P1..P5) when set, else `urgency` (high → critical, low → warning).
+fn severity(incident: &Obj<'_>) -> Option<String> {
+    let priority = incident
+        .object("priority")
+        .and_then(|priority| priority.first_text(&["name", "summary"]));
+    if let Some(priority) = priority {
+        return normalize_severity(&priority);
+    }
+    let urgency = incident.text("urgency")?;
+    match urgency.to_lowercase().as_str() {
+        "high" => Some("critical".to_owned()),
+        "low" => Some("warning".to_owned()),
+        _ => normalize_severity(&urgency),
+    }
+}
+
+fn labels(incident: &Obj<'_>) -> Map<String, Value> {
+    let summary_of = |name: &str| incident.object(name).and_then(|reference| reference.text("summary"));
+    let teams: Vec<String> = incident
+        .objects("teams")
+        .filter_map(|team| team.text("summary"))
+        .collect();
+    [
+        ("incident_number", incident.text("number")),
+        ("incident_key", incident.text("incident_key")),
+        ("urgency", incident.text("urgency")),
+        ("priority", summary_of("priority")),
+        ("escalation_policy", summary_of("escalation_policy")),
+        ("teams", (!teams.is_empty()).then(|| teams.join(","))),
+    ]
+    .into_iter()
+    .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::test_support::{
+        assert_error, assert_rejects_non_objects, fixture, parse_fixture, parse_one, received_at, utc, with, without,
+        Fixture,
+    };
+    use super::super::Source;
+
+    const SOURCE: Source = Source::SourceB;
+
+    #[test]
+    fn firing_incident() {
+        let alert = parse_fixture(SOURCE, Fixture::Firing);
+        assert_eq!(alert.key, "Q2T8NZK4LX7W1R");
+        assert_eq!(alert.group_key, "Q2T8NZK4LX7W1R");
+        assert_eq!(
+            alert.title,
+            "payments-api: elevated HTTP 5xx rate on POST /v1/charges (7.9%)"
+        );
+        assert_eq!(alert.service.as_deref(), Some("payments-api"));
+        assert_eq!(alert.severity.as_deref(), Some("p1"));
+        assert_eq!(alert.fired_at, utc("2026-11-20T09:14:27Z"));
+        assert!(!alert.resolved);
+        assert_eq!(alert.state, "incident.triggered");
+        assert_eq!(
+            alert.source_url.as_deref(),
+            Some("https://acme.pager.example.com/incidents/Q2T8NZK4LX7W1R")
+        );
+        assert_eq!(alert.labels.get("teams"), Some(&json!("Payments")));
+        assert_eq!(alert.labels.get("incident_number"), Some(&json!("4817")));
+        assert_eq!(alert.raw, fixture(SOURCE, Fixture::Firing));
+    }
+
+    #[test]
+    fn related_incident_is_distinct_on_the_same_service() {
+        let firing = parse_fixture(SOURCE, Fixture::Firing);
+        let related = parse_fixture(SOURCE, Fixture::Related);
+        assert_eq!(related.key, "Q0M3VH6YJ8P5DA");
+        assert_ne!(related.key, firing.key);
+        assert_eq!(related.service, firing.service);
+        assert_eq!(related.fired_at, utc("2026-11-20T09:17:02Z"));
+        assert!(!related.resolved);
+    }
+
+    #[test]
+    fn resolved_incident_shares_the_firing_key() {
+        let firing = parse_fixture(SOURCE, Fixture::Firing);
+        let resolved = parse_fixture(SOURCE, Fixture::Resolved);
+        assert_eq!(resolved.key, firing.key);
+        assert_eq!(resolved.group_key, firing.group_key);
+        assert!(resolved.resolved);
+        assert_eq!(resolved.state, "incident.resolved");
+        // fired-at is the incident's `created_at`; the 09:52:41 in the README table is `event.occurred_at`.
+        assert_eq!(resolved.fired_at, utc("2026-11-20T09:14:27Z"));
+    }
+
+    #[test]
+    fn acknowledged_is_not_resolved_unless_the_status_says_so() {
+        let payload = with(
+            fixture(SOURCE, Fixture::Firing),
+            "/event/event_type",
+            json!("incident.acknowledged"),
+        );
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.state, "incident.acknowledged");
+        assert!(!alert.resolved);
+        let payload = with(payload, "/event/data/status", json!("resolved"));
+        assert!(parse_one(SOURCE, &payload).resolved);
+    }
+
+    #[test]
+    fn numeric_incident_id() {
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/event/data/id", json!(4817));
+        assert_eq!(parse_one(SOURCE, &payload).key, "4817");
+    }
+
+    #[test]
+    fn severity_falls_back_to_urgency_when_priority_is_null() {
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/event/data/priority", json!(null));
+        assert_eq!(parse_one(SOURCE, &payload).severity.as_deref(), Some("critical"));
+        let payload = with(payload, "/event/data/urgency", json!("low"));
+        assert_eq!(parse_one(SOURCE, &payload).severity.as_deref(), Some("warning"));
+        let payload = without(payload, "/event/data/urgency");
+        assert_eq!(parse_one(SOURCE, &payload).severity, None);
+    }
+
+    #[test]
+    fn fired_at_falls_back_to_event_time_then_receipt() {
+        let payload = without(fixture(SOURCE, Fixture::Firing), "/event/data/created_at");
+        assert_eq!(parse_one(SOURCE, &payload).fired_at, utc("2026-11-20T09:14:27.352Z"));
+        let payload = without(payload, "/event/occurred_at");
+        assert_eq!(parse_one(SOURCE, &payload).fired_at, received_at());
+    }
+
+    #[test]
+    fn minimal_incident() {
+        let alert = parse_one(SOURCE, &json!({"event": {"data": {"id": "Q1", "number": 7}}}));
+        assert_eq!(alert.title, "Incident #7");
+        assert_eq!(alert.state, "incident.triggered");
+        assert_eq!((alert.service, alert.severity, alert.source_url), (None, None, None));
+        assert_eq!(alert.fired_at, received_at());
+    }
+
+    #[test]
+    fn rejects_bodies_without_an_incident_id() {
+        assert_rejects_non_objects(SOURCE);
+        assert_error(SOURCE, &json!({}), "missing field `event`");
+        assert_error(
+            SOURCE,
+            &json!({"event": []}),
+            "field `event` must be an object, not an array",
+        );
+        assert_error(SOURCE, &json!({"event": {"id": "x"}}), "missing field `event.data`");
+        assert_error(
+            SOURCE,
+            &with(fixture(SOURCE, Fixture::Firing), "/event/data/id", json!({"id": 1})),
+            "field `event.data.id` must be a string or a number, not an object",
+        );
+        assert_error(
+            SOURCE,
+            &without(fixture(SOURCE, Fixture::Firing), "/event/data/id"),
+            "missing field `event.data.id`",
+        );
+    }
+}

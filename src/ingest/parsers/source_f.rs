@@ -1,0 +1,223 @@
+//! source_f: CI server build/deploy notification. One build is one event; a later successful build of the same
+//! service and environment resolves an earlier failure, hence the `service@environment` group key.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use super::value::{
+    add_millis, deployment_group_key, deployment_severity, is_deployment_success, unless_same_as, EpochUnit, Obj,
+};
+use super::{AlertKind, NormalizedAlert, ParseError, Source};
+
+pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
+    let root = Obj::root(payload)?;
+    let job_name = root.require_id("job_name")?;
+    let build_number = root.require_id("build_number")?;
+    let service = root.text("service");
+    let environment = root.text("environment");
+    let result = root.text("result");
+    let title = title(&root, &job_name, &build_number, result.as_deref());
+
+    Ok(NormalizedAlert {
+        source: Source::SourceF,
+        kind: AlertKind::Deployment,
+        key: format!("{job_name}#{build_number}"),
+        group_key: deployment_group_key(service.as_deref().unwrap_or(&job_name), environment.as_deref()),
+        detail: unless_same_as(root.text("message"), &title),
+        title,
+        service,
+        environment,
+        severity: result.as_deref().and_then(deployment_severity),
+        fired_at: fired_at(&root).unwrap_or(received_at),
+        resolved: result.as_deref().is_some_and(is_deployment_success),
+        // A notification sent before the build finished has no result yet, only its phase.
+        state: result
+            .or_else(|| root.text("phase"))
+            .map_or_else(|| "unknown".to_owned(), |word| word.to_lowercase()),
+        source_url: root.text("build_url"),
+        dashboard_url: None,
+        panel_url: None,
+        rule_name: Some(job_name),
+        labels: labels(&root),
+        raw: payload.clone(),
+    })
+}
+
+/// `"inventory-service deploy to production failed (deploy-production #1842)"`.
+fn title(root: &Obj<'_>, job_name: &str, build_number: &str, result: Option<&str>) -> String {
+    let subject = root.text("service").unwrap_or_else(|| job_name.to_owned());
+    let target = root
+        .text("environment")
+        .map(|environment| format!(" to {environment}"))
+        .unwrap_or_default();
+    let outcome = result.map_or_else(
+        || {
+            root.text("phase")
+                .map_or_else(|| "reported".to_owned(), |phase| phase.to_lowercase())
+        },
+        outcome_phrase,
+    );
+    let job = job_name.rsplit_once('/').map_or(job_name, |(_, leaf)| leaf);
+    format!("{subject} deploy{target} {outcome} ({job} #{build_number})")
+}
+
+fn outcome_phrase(result: &str) -> String {
+    match result.trim().to_uppercase().as_str() {
+        "FAILURE" => "failed".to_owned(),
+        "SUCCESS" => "succeeded".to_owned(),
+        "NOT_BUILT" => "was not built".to_owned(),
+        _ => result.trim().to_lowercase(),
+    }
+}
+
+/// The build's end: `timestamp` is its start in epoch milliseconds, plus `duration_ms` when present.
+fn fired_at(root: &Obj<'_>) -> Option<DateTime<Utc>> {
+    let started = root.time("timestamp", EpochUnit::Millis)?;
+    let finished = root
+        .integer("duration_ms")
+        .and_then(|duration| add_millis(started, duration));
+    Some(finished.unwrap_or(started))
+}
+
+fn labels(root: &Obj<'_>) -> Map<String, Value> {
+    let git = root.object("git");
+    let git_text = |name: &str| git.as_ref().and_then(|git| git.text(name));
+    [
+        ("deployer", root.text("deployer")),
+        ("version", root.text("version")),
+        ("phase", root.text("phase")),
+        ("branch", git_text("branch")),
+        ("commit", git_text("commit_sha")),
+        ("repository", git_text("repository")),
+    ]
+    .into_iter()
+    .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::test_support::{
+        assert_error, assert_rejects_non_objects, fixture, parse_fixture, parse_one, received_at, utc, with, without,
+        Fixture,
+    };
+    use super::super::{AlertKind, Source};
+
+    const SOURCE: Source = Source::SourceF;
+
+    #[test]
+    fn failed_deployment() {
+        let alert = parse_fixture(SOURCE, Fixture::Firing);
+        assert_eq!(alert.kind, AlertKind::Deployment);
+        assert_eq!(alert.key, "inventory-service/deploy-production#1842");
+        assert_eq!(alert.group_key, "inventory-service@production");
+        assert_eq!(
+            alert.title,
+            "inventory-service deploy to production failed (deploy-production #1842)"
+        );
+        assert!(alert
+            .detail
+            .as_deref()
+            .is_some_and(|detail| detail.starts_with("Stage 'helm upgrade' failed")));
+        assert_eq!(alert.service.as_deref(), Some("inventory-service"));
+        assert_eq!(alert.environment.as_deref(), Some("production"));
+        assert_eq!(alert.severity.as_deref(), Some("critical"));
+        // Started 17:44:51 (the README table), ran 184.233 s.
+        assert_eq!(alert.fired_at, utc("2026-11-20T17:47:55.233Z"));
+        assert!(!alert.resolved);
+        assert_eq!(alert.state, "failure");
+        assert_eq!(
+            alert.source_url.as_deref(),
+            Some("https://jenkins.example.com/job/inventory-service/job/deploy-production/1842/")
+        );
+        assert_eq!(alert.rule_name.as_deref(), Some("inventory-service/deploy-production"));
+        assert_eq!(alert.labels.get("deployer"), Some(&json!("maria.chen")));
+        assert_eq!(alert.labels.get("branch"), Some(&json!("main")));
+    }
+
+    #[test]
+    fn related_build_is_distinct_on_the_same_service() {
+        let firing = parse_fixture(SOURCE, Fixture::Firing);
+        let related = parse_fixture(SOURCE, Fixture::Related);
+        assert_eq!(related.key, "inventory-service/deploy-production#1843");
+        assert_ne!(related.key, firing.key);
+        assert_eq!(related.group_key, firing.group_key);
+        assert_eq!(related.service, firing.service);
+        assert_eq!(related.fired_at, utc("2026-11-20T17:54:23.870Z"));
+        assert!(!related.resolved);
+    }
+
+    #[test]
+    fn later_success_resolves_the_group() {
+        let firing = parse_fixture(SOURCE, Fixture::Firing);
+        let resolved = parse_fixture(SOURCE, Fixture::Resolved);
+        assert_eq!(resolved.key, "inventory-service/deploy-production#1844");
+        assert_eq!(resolved.group_key, firing.group_key);
+        assert!(resolved.resolved);
+        assert_eq!(resolved.state, "success");
+        assert_eq!(resolved.severity.as_deref(), Some("info"));
+        assert_eq!(
+            resolved.title,
+            "inventory-service deploy to production succeeded (deploy-production #1844)"
+        );
+        assert_eq!(resolved.fired_at, utc("2026-11-20T18:22:57.405Z"));
+    }
+
+    #[test]
+    fn unstable_and_aborted_builds_are_warnings() {
+        for result in ["UNSTABLE", "ABORTED"] {
+            let payload = with(fixture(SOURCE, Fixture::Firing), "/result", json!(result));
+            let alert = parse_one(SOURCE, &payload);
+            assert_eq!(alert.severity.as_deref(), Some("warning"));
+            assert!(!alert.resolved);
+            assert_eq!(alert.state, result.to_lowercase());
+        }
+    }
+
+    #[test]
+    fn build_number_and_times_as_strings() {
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/build_number", json!("1842"));
+        let payload = with(payload, "/timestamp", json!("1795196691000"));
+        let payload = with(payload, "/duration_ms", json!("184233"));
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.key, "inventory-service/deploy-production#1842");
+        assert_eq!(alert.fired_at, utc("2026-11-20T17:47:55.233Z"));
+    }
+
+    #[test]
+    fn fired_at_is_the_start_without_a_duration_and_receipt_without_a_timestamp() {
+        let payload = without(fixture(SOURCE, Fixture::Firing), "/duration_ms");
+        assert_eq!(parse_one(SOURCE, &payload).fired_at, utc("2026-11-20T17:44:51Z"));
+        let payload = without(payload, "/timestamp");
+        assert_eq!(parse_one(SOURCE, &payload).fired_at, received_at());
+    }
+
+    #[test]
+    fn started_build_without_service_or_result() {
+        let payload = json!({"job_name": "deploy-api", "build_number": 7, "phase": "STARTED"});
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.title, "deploy-api deploy started (deploy-api #7)");
+        assert_eq!(alert.group_key, "deploy-api");
+        assert_eq!(alert.state, "started");
+        assert_eq!(alert.severity, None);
+        assert!(!alert.resolved);
+    }
+
+    #[test]
+    fn rejects_bodies_without_job_and_build() {
+        assert_rejects_non_objects(SOURCE);
+        assert_error(SOURCE, &json!({}), "missing field `job_name`");
+        assert_error(
+            SOURCE,
+            &without(fixture(SOURCE, Fixture::Firing), "/build_number"),
+            "missing field `build_number`",
+        );
+        assert_error(
+            SOURCE,
+            &with(fixture(SOURCE, Fixture::Firing), "/build_number", json!({"n": 1})),
+            "field `build_number` must be a string or a number, not an object",
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! source_h: APM problem notification sent through a custom template. `PID` is the stable problem key,
+//! `ProblemID` ("P-…") only the display id.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use super::value::{find_tag, is_word, normalize_severity, tags_to_labels, unless_same_as, EpochUnit, Obj, Tag};
+use super::{AlertKind, NormalizedAlert, ParseError, Source};
+
+pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
+    let root = Obj::root(payload)?;
+    let key = root.require_id("PID")?;
+    let tags = root.tags("Tags");
+    let impacted_entity = root.text("ImpactedEntity");
+    let title = root
+        .text("ProblemTitle")
+        .or_else(|| impacted_entity.clone())
+        .unwrap_or_else(|| format!("Problem {}", root.text("ProblemID").as_deref().unwrap_or(&key)));
+    let state = root
+        .text("State")
+        .map_or_else(|| "open".to_owned(), |state| state.to_lowercase());
+
+    Ok(NormalizedAlert {
+        source: Source::SourceH,
+        kind: AlertKind::Alert,
+        group_key: key.clone(),
+        key,
+        detail: unless_same_as(impacted_entity, &title),
+        title,
+        service: impacted_service(&root).or_else(|| find_tag(&tags, "service")),
+        environment: find_tag(&tags, "env").or_else(|| find_tag(&tags, "environment")),
+        severity: root.text("ProblemSeverity").and_then(|severity| severity_of(&severity)),
+        fired_at: root.time("StartTime", EpochUnit::Millis).unwrap_or(received_at),
+        resolved: state == "resolved",
+        state,
+        source_url: root.text("ProblemURL"),
+        dashboard_url: None,
+        panel_url: None,
+        rule_name: None,
+        labels: labels(&root, &tags),
+        raw: payload.clone(),
+    })
+}
+
+/// The name of the first impacted entity of type SERVICE.
+fn impacted_service(root: &Obj<'_>) -> Option<String> {
+    root.objects("ImpactedEntities")
+        .filter(|entity| is_word(entity.text("type").as_deref(), "SERVICE"))
+        .find_map(|entity| entity.text("name"))
+}
+
+fn severity_of(problem_severity: &str) -> Option<String> {
+    let normalized = match problem_severity.trim().to_uppercase().as_str() {
+        "AVAILABILITY" | "ERROR" => "critical",
+        "PERFORMANCE" | "RESOURCE_CONTENTION" => "warning",
+        _ => return normalize_severity(problem_severity),
+    };
+    Some(normalized.to_owned())
+}
+
+fn labels(root: &Obj<'_>, tags: &[Tag]) -> Map<String, Value> {
+    let mut labels = tags_to_labels(tags);
+    for (name, field) in [("problem_id", "ProblemID"), ("problem_impact", "ProblemImpact")] {
+        if let Some(text) = root.text(field) {
+            labels.insert(name.to_owned(), Value::String(text));
+        }
+    }
+    labels
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::test_support::{
+        assert_error, assert_rejects_non_objects, fixture, parse_fixture, parse_one, received_at, utc, with, without,
+        Fixture,
+    };
+    use super::super::Source;
+
+    const SOURCE: Source = Source::SourceH;
+
+    #[test]
+    fn open_problem() {
+        let alert = parse_fixture(SOURCE, Fixture::Firing);
+        assert_eq!(alert.key, "-4711862830151459123_1795161300000V2");
+        assert_eq!(alert.group_key, alert.key);
+        assert_eq!(alert.title, "Response time degradation");
+        assert_eq!(
+            alert.detail.as_deref(),
+            Some("Response time degradation on Web service search-api")
+        );
+        assert_eq!(alert.service.as_deref(), Some("search-api"));
+        assert_eq!(alert.environment.as_deref(), Some("prod"));
+        assert_eq!(alert.severity.as_deref(), Some("warning"));
+        assert_eq!(alert.fired_at, utc("2026-11-20T07:55:00Z"));
+        assert!(!alert.resolved);
+        assert_eq!(alert.state, "open");
+        assert!(alert
+            .source_url
+            .as_deref()
+            .is_some_and(|url| url.ends_with("pid=-4711862830151459123_1795161300000V2")));
+        assert_eq!(alert.labels.get("problem_id"), Some(&json!("P-2611487")));
+        assert_eq!(alert.labels.get("team"), Some(&json!("discovery")));
+    }
+
+    #[test]
+    fn related_problem_is_distinct_on_the_same_service() {
+        let firing = parse_fixture(SOURCE, Fixture::Firing);
+        let related = parse_fixture(SOURCE, Fixture::Related);
+        assert_eq!(related.key, "-2297340015568102746_1795161480000V2");
+        assert_ne!(related.key, firing.key);
+        assert_eq!(related.service, firing.service);
+        assert_eq!(related.title, "Failure rate increase");
+        assert_eq!(related.severity.as_deref(), Some("critical"));
+        assert_eq!(related.fired_at, utc("2026-11-20T07:58:00Z"));
+        assert!(!related.resolved);
+    }
+
+    #[test]
+    fn resolved_problem_shares_the_pid() {
+        let firing = parse_fixture(SOURCE, Fixture::Firing);
+        let resolved = parse_fixture(SOURCE, Fixture::Resolved);
+        assert_eq!(resolved.key, firing.key);
+        assert_eq!(resolved.group_key, firing.group_key);
+        assert!(resolved.resolved);
+        assert_eq!(resolved.state, "resolved");
+        // The template carries no end time, so fired-at stays the problem's start.
+        assert_eq!(resolved.fired_at, utc("2026-11-20T07:55:00Z"));
+    }
+
+    #[test]
+    fn service_falls_back_to_tags_as_string_or_list() {
+        let payload = without(fixture(SOURCE, Fixture::Firing), "/ImpactedEntities");
+        assert_eq!(parse_one(SOURCE, &payload).service.as_deref(), Some("search-api"));
+        let payload = with(payload, "/Tags", json!(["env:prod", "service:search-api-v2"]));
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.service.as_deref(), Some("search-api-v2"));
+        assert_eq!(alert.environment.as_deref(), Some("prod"));
+    }
+
+    #[test]
+    fn non_service_entities_are_skipped() {
+        let payload = with(
+            fixture(SOURCE, Fixture::Firing),
+            "/ImpactedEntities",
+            json!([{"type": "HOST", "name": "es-node-3"}, "junk", {"type": "service", "name": "search-gw"}]),
+        );
+        assert_eq!(parse_one(SOURCE, &payload).service.as_deref(), Some("search-gw"));
+    }
+
+    #[test]
+    fn numeric_pid_and_start_time_as_string() {
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/PID", json!(4711862830151459_i64));
+        let payload = with(payload, "/StartTime", json!("1795161300000"));
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.key, "4711862830151459");
+        assert_eq!(alert.fired_at, utc("2026-11-20T07:55:00Z"));
+    }
+
+    #[test]
+    fn missing_optional_fields_fall_back() {
+        let alert = parse_one(
+            SOURCE,
+            &json!({"PID": "p1", "ProblemID": "P-1", "ProblemSeverity": "CUSTOM_ALERT"}),
+        );
+        assert_eq!(alert.title, "Problem P-1");
+        assert_eq!(alert.severity.as_deref(), Some("custom_alert"));
+        assert_eq!(alert.fired_at, received_at());
+        assert_eq!(alert.state, "open");
+        assert_eq!((alert.service, alert.detail, alert.environment), (None, None, None));
+    }
+
+    #[test]
+    fn rejects_bodies_without_a_pid() {
+        assert_rejects_non_objects(SOURCE);
+        assert_error(SOURCE, &json!({}), "missing field `PID`");
+        assert_error(
+            SOURCE,
+            &with(fixture(SOURCE, Fixture::Firing), "/PID", json!({"id": "x"})),
+            "field `PID` must be a string or a number, not an object",
+        );
+    }
+}

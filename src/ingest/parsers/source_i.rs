@@ -1,0 +1,219 @@
+//! source_i: incident-correlation platform. One notification is one incident; the incident, not each of its
+//! member alerts, is the alert here, because its id is the stable key and its status is what resolves.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use super::value::{is_word, label_text, normalize_severity, unless_same_as, EpochUnit, Obj};
+use super::{AlertKind, NormalizedAlert, ParseError, Source};
+
+pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
+    let root = Obj::root(payload)?;
+    let incident = root.require_object("incident")?;
+    let key = incident.require_id("id")?;
+    let first_alert = incident.objects("alerts").next();
+    let alert_text = |name: &str| first_alert.as_ref().and_then(|alert| alert.text(name));
+    let description = alert_text("description");
+    let title = alert_text("condition_name")
+        .or_else(|| description.clone())
+        .or_else(|| incident.first_text(&["title", "description"]))
+        .unwrap_or_else(|| format!("Incident {key}"));
+    let state = incident
+        .text("status")
+        .map_or_else(|| "active".to_owned(), |status| status.to_lowercase());
+
+    Ok(NormalizedAlert {
+        source: Source::SourceI,
+        kind: AlertKind::Alert,
+        group_key: key.clone(),
+        key,
+        detail: unless_same_as(description, &title),
+        title,
+        service: incident_tag(&incident, "service").or_else(|| alert_text("service")),
+        environment: incident_tag(&incident, "env").or_else(|| incident_tag(&incident, "environment")),
+        severity: incident
+            .text("severity")
+            .and_then(|severity| normalize_severity(&severity)),
+        fired_at: incident.time("start", EpochUnit::Seconds).unwrap_or(received_at),
+        resolved: state == "resolved",
+        state,
+        source_url: alert_text("link"),
+        dashboard_url: None,
+        panel_url: None,
+        rule_name: alert_text("condition_name"),
+        labels: labels(&incident),
+        raw: payload.clone(),
+    })
+}
+
+/// The first value of the `incident_tags` entry with this `tag_id`; a `tag_value` may be a string or a list.
+fn incident_tag(incident: &Obj<'_>, tag_id: &str) -> Option<String> {
+    incident
+        .objects("incident_tags")
+        .filter(|tag| is_word(tag.text("tag_id").as_deref(), tag_id))
+        .find_map(|tag| tag.text("tag_value"))
+}
+
+/// Every incident tag (list values joined with commas) and the ids of the member alerts.
+fn labels(incident: &Obj<'_>) -> Map<String, Value> {
+    let mut labels: Map<String, Value> = incident
+        .objects("incident_tags")
+        .filter_map(|tag| {
+            let id = tag.text("tag_id")?;
+            let value = tag.get("tag_value").and_then(label_text)?;
+            Some((id, Value::String(value)))
+        })
+        .collect();
+    let alert_ids: Vec<String> = incident
+        .objects("alerts")
+        .filter_map(|alert| alert.text("id"))
+        .collect();
+    if !alert_ids.is_empty() {
+        labels.insert("alert_ids".to_owned(), Value::String(alert_ids.join(",")));
+    }
+    labels
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::test_support::{
+        assert_error, assert_rejects_non_objects, fixture, parse_fixture, parse_one, received_at, utc, with, without,
+        Fixture,
+    };
+    use super::super::Source;
+
+    const SOURCE: Source = Source::SourceI;
+
+    #[test]
+    fn active_incident() {
+        let alert = parse_fixture(SOURCE, Fixture::Firing);
+        assert_eq!(alert.key, "6738f1c2a9e4b5d7c8f01234");
+        assert_eq!(alert.group_key, alert.key);
+        assert_eq!(alert.title, "notifications queue backlog high");
+        assert!(alert
+            .detail
+            .as_deref()
+            .is_some_and(|detail| detail.starts_with("notifications-worker queue backlog high: ")));
+        assert_eq!(alert.service.as_deref(), Some("notifications-worker"));
+        assert_eq!(alert.environment.as_deref(), Some("prod"));
+        assert_eq!(alert.severity.as_deref(), Some("critical"));
+        assert_eq!(alert.fired_at, utc("2026-11-20T21:12:33Z"));
+        assert!(!alert.resolved);
+        assert_eq!(alert.state, "active");
+        assert_eq!(alert.rule_name.as_deref(), Some("notifications queue backlog high"));
+        assert_eq!(
+            alert.source_url.as_deref(),
+            Some("https://grafana.example.com/d/notif-queues?orgId=1")
+        );
+        assert_eq!(alert.labels.get("team"), Some(&json!("messaging")));
+        assert_eq!(alert.labels.get("alert_ids"), Some(&json!("6738f1c2a9e4b5d7c8f0a001")));
+        assert_eq!(alert.raw, fixture(SOURCE, Fixture::Firing));
+    }
+
+    #[test]
+    fn related_incident_is_distinct_on_the_same_service() {
+        let firing = parse_fixture(SOURCE, Fixture::Firing);
+        let related = parse_fixture(SOURCE, Fixture::Related);
+        assert_eq!(related.key, "6738f26ba1c5d9e7f3b04a58");
+        assert_ne!(related.key, firing.key);
+        assert_eq!(related.service, firing.service);
+        assert_eq!(related.title, "notifications consumer lag high");
+        assert_eq!(related.severity.as_deref(), Some("warning"));
+        assert_eq!(related.fired_at, utc("2026-11-20T21:14:50Z"));
+        assert_eq!(related.source_url, None);
+        assert!(!related.resolved);
+    }
+
+    #[test]
+    fn resolved_incident_shares_the_key() {
+        let firing = parse_fixture(SOURCE, Fixture::Firing);
+        let resolved = parse_fixture(SOURCE, Fixture::Resolved);
+        assert_eq!(resolved.key, firing.key);
+        assert_eq!(resolved.group_key, firing.group_key);
+        assert!(resolved.resolved);
+        assert_eq!(resolved.state, "resolved");
+        assert_eq!(resolved.title, firing.title);
+        // fired-at is the incident's `start`; the 21:58:10 in the README table is its `end`.
+        assert_eq!(resolved.fired_at, utc("2026-11-20T21:12:33Z"));
+    }
+
+    #[test]
+    fn tag_value_may_be_a_list() {
+        let payload = with(
+            fixture(SOURCE, Fixture::Firing),
+            "/incident/incident_tags/0/tag_value",
+            json!(["notifications-worker", "email-sender"]),
+        );
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.service.as_deref(), Some("notifications-worker"));
+        assert_eq!(
+            alert.labels.get("service"),
+            Some(&json!("notifications-worker,email-sender"))
+        );
+    }
+
+    #[test]
+    fn service_falls_back_to_the_first_alert() {
+        let payload = with(
+            fixture(SOURCE, Fixture::Firing),
+            "/incident/incident_tags",
+            json!("junk"),
+        );
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.service.as_deref(), Some("notifications-worker"));
+        assert_eq!(alert.environment, None);
+    }
+
+    #[test]
+    fn numeric_id_and_start_as_string() {
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/incident/id", json!(42));
+        let payload = with(payload, "/incident/start", json!("1795209153"));
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.key, "42");
+        assert_eq!(alert.fired_at, utc("2026-11-20T21:12:33Z"));
+    }
+
+    #[test]
+    fn incident_without_alerts_or_start() {
+        let payload = without(
+            without(fixture(SOURCE, Fixture::Firing), "/incident/alerts"),
+            "/incident/start",
+        );
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.title, "Incident 6738f1c2a9e4b5d7c8f01234");
+        assert_eq!(alert.fired_at, received_at());
+        assert_eq!(alert.service.as_deref(), Some("notifications-worker"));
+        assert_eq!(alert.labels.get("alert_ids"), None);
+    }
+
+    #[test]
+    fn title_falls_back_to_the_alert_description() {
+        let payload = without(fixture(SOURCE, Fixture::Firing), "/incident/alerts/0/condition_name");
+        let alert = parse_one(SOURCE, &payload);
+        assert!(alert.title.starts_with("notifications-worker queue backlog high: "));
+        assert_eq!(alert.detail, None);
+    }
+
+    #[test]
+    fn rejects_bodies_without_an_incident_id() {
+        assert_rejects_non_objects(SOURCE);
+        assert_error(SOURCE, &json!({}), "missing field `incident`");
+        assert_error(
+            SOURCE,
+            &json!({"incident": [{"id": "x"}]}),
+            "field `incident` must be an object, not an array",
+        );
+        assert_error(
+            SOURCE,
+            &without(fixture(SOURCE, Fixture::Firing), "/incident/id"),
+            "missing field `incident.id`",
+        );
+        assert_error(
+            SOURCE,
+            &with(fixture(SOURCE, Fixture::Firing), "/incident/id", json!({"$oid": "x"})),
+            "field `incident.id` must be a string or a number, not an object",
+        );
+    }
+}
