@@ -15,6 +15,7 @@ use crate::{
     metrics::HttpMetrics,
     rate_limit::RateLimiter,
     state::AppState,
+    vector_store::VectorStore,
     ws,
 };
 
@@ -55,11 +56,15 @@ impl Application {
                 &cache,
                 config.rate_limit_per_minute,
                 config.chat_rate_limit_per_minute,
+                config.ingest_rate_limit_per_minute,
             )),
             metrics: Arc::new(HttpMetrics::new()),
             passwords: PasswordHasher::new(config.bcrypt_cost),
             login_sessions: LoginSessions::new(db.clone(), config.session_ttl(), config.session_cookie_secure),
             events: EventStore::new(&db),
+            correlation: Arc::new(crate::ingest::service::correlation_config(&config)?),
+            vectors: VectorStore::default(),
+            ingest_locks: Arc::default(),
             cache,
             db,
             websocket_addr,

@@ -114,6 +114,30 @@ pub struct Config {
     #[arg(long, env = "REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
 
+    /// Requests per minute per user and per source on the alert ingestion endpoints.
+    #[arg(long, env = "INGEST_RATE_LIMIT_PER_MINUTE", default_value_t = 1200)]
+    pub ingest_rate_limit_per_minute: u32,
+
+    /// Seconds around an alert within which an open incident's alerts must lie to correlate.
+    #[arg(long, env = "CORRELATION_WINDOW_SECS", default_value_t = 300, value_parser = clap::value_parser!(i64).range(1..))]
+    pub correlation_window_secs: i64,
+
+    /// The same window for deployment events (source_f, source_g), whose builds run minutes apart.
+    #[arg(long, env = "DEPLOYMENT_CORRELATION_WINDOW_SECS", default_value_t = 1800, value_parser = clap::value_parser!(i64).range(1..))]
+    pub deployment_correlation_window_secs: i64,
+
+    /// Weights of the service, time and semantic sub-scores, comma-separated.
+    #[arg(long, env = "CORRELATION_WEIGHTS", value_delimiter = ',', num_args = 3, default_values_t = [0.5, 0.3, 0.2])]
+    pub correlation_weights: Vec<f64>,
+
+    /// Total score (0 to 1) at which an alert joins an open incident.
+    #[arg(long, env = "CORRELATION_THRESHOLD", default_value_t = 0.6)]
+    pub correlation_threshold: f64,
+
+    /// Correlated alerts one incident takes at most; later ones open a new incident.
+    #[arg(long, env = "CORRELATION_MAX_ALERTS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    pub correlation_max_alerts: u32,
+
     /// Largest request body accepted, in bytes (larger ones get 413).
     #[arg(long, env = "MAX_BODY_BYTES", default_value_t = 10 * 1024 * 1024)]
     pub max_body_bytes: usize,

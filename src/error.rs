@@ -12,7 +12,7 @@ use axum::{
 };
 use cqrs_es::AggregateError;
 use serde::Serialize;
-use vigil_aggregates::chat_session::ChatSessionError;
+use vigil_aggregates::{chat_session::ChatSessionError, incident::IncidentError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -98,6 +98,21 @@ impl From<AggregateError<ChatSessionError>> for AppError {
                 ChatSessionError::AlreadyExists => Self::Conflict(domain.to_string()),
                 ChatSessionError::Closed(_) => Self::Forbidden(domain.to_string()),
                 ChatSessionError::Invalid(message) => Self::invalid(message),
+            },
+            other => aggregate_failure(other),
+        }
+    }
+}
+
+impl From<AggregateError<IncidentError>> for AppError {
+    fn from(error: AggregateError<IncidentError>) -> Self {
+        match error {
+            AggregateError::UserError(domain) => match domain {
+                IncidentError::NotFound => Self::NotFound(domain.to_string()),
+                IncidentError::AlreadyExists | IncidentError::AlreadyMerged | IncidentError::NotCorrelatable(_) => {
+                    Self::Conflict(domain.to_string())
+                }
+                IncidentError::Invalid(message) => Self::invalid(message),
             },
             other => aggregate_failure(other),
         }

@@ -1,16 +1,18 @@
 //! The cqrs-es frameworks over the PostgreSQL event store, the projections they feed, and the
 //! command retry every write path shares.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use cqrs_es::{Aggregate, AggregateError};
-use postgres_es::PostgresCqrs;
+use cqrs_es::{persist::PersistedEventStore, Aggregate, AggregateError, EventStore as _};
+use postgres_es::{PostgresCqrs, PostgresEventRepository};
 use rand::Rng;
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use vigil_aggregates::chat_session::ChatSession;
-use vigil_projections::{chat_sessions::ChatSessionsReadModel, EventConsumer, Projector, Tail};
+use vigil_aggregates::{chat_session::ChatSession, incident::Incident};
+use vigil_projections::{
+    chat_sessions::ChatSessionsReadModel, incidents::IncidentsReadModel, EventConsumer, Projector, Tail,
+};
 
 /// How often a command is retried after losing an optimistic-concurrency race.
 const MAX_ATTEMPTS: u32 = 8;
@@ -18,25 +20,36 @@ const MAX_ATTEMPTS: u32 = 8;
 pub const TAIL_POLL: Duration = Duration::from_millis(500);
 
 pub type ChatSessions = PostgresCqrs<ChatSession>;
+pub type Incidents = PostgresCqrs<Incident>;
 
 #[derive(Clone)]
 pub struct EventStore {
     pub chat_sessions: Arc<ChatSessions>,
+    pub incidents: Arc<Incidents>,
     /// Every projection and reactor, each fed by its own tail.
     pub consumers: Vec<Arc<dyn EventConsumer>>,
 }
 
 impl EventStore {
     pub fn new(db: &PgPool) -> Self {
-        let chat_sessions_projector = Arc::new(Projector::new(db.clone(), ChatSessionsReadModel));
         let chat_sessions = postgres_es::postgres_cqrs(
             db.clone(),
             vec![Box::new(Projector::new(db.clone(), ChatSessionsReadModel))],
             (),
         );
+        let incidents = postgres_es::postgres_cqrs(
+            db.clone(),
+            vec![Box::new(Projector::new(db.clone(), IncidentsReadModel))],
+            (),
+        );
         Self {
             chat_sessions: Arc::new(chat_sessions),
-            consumers: vec![chat_sessions_projector],
+            incidents: Arc::new(incidents),
+            // Incidents first: other read models refer to them.
+            consumers: vec![
+                Arc::new(Projector::new(db.clone(), IncidentsReadModel)),
+                Arc::new(Projector::new(db.clone(), ChatSessionsReadModel)),
+            ],
         }
     }
 
@@ -81,19 +94,40 @@ impl EventStore {
     }
 }
 
+/// Who caused an event; kept in the event's metadata for auditors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Actor<'a> {
+    User(&'a str),
+    System(&'static str),
+}
+
+impl Actor<'_> {
+    fn metadata(&self) -> HashMap<String, String> {
+        let actor = match self {
+            Actor::User(id) => format!("user:{id}"),
+            Actor::System(part) => format!("system:{part}"),
+        };
+        HashMap::from([("actor".to_owned(), actor)])
+    }
+}
+
 /// Runs a command, reloading and re-handling it when another writer appended to the aggregate
 /// first; gives `AggregateConflict` back only after [`MAX_ATTEMPTS`] lost races.
 pub async fn execute<A: Aggregate>(
     cqrs: &PostgresCqrs<A>,
     aggregate_id: &str,
     command: A::Command,
+    actor: Actor<'_>,
 ) -> Result<(), AggregateError<A::Error>>
 where
     A::Command: Clone,
 {
     let mut attempt = 1;
     loop {
-        match cqrs.execute(aggregate_id, command.clone()).await {
+        match cqrs
+            .execute_with_metadata(aggregate_id, command.clone(), actor.metadata())
+            .await
+        {
             Err(AggregateError::AggregateConflict) if attempt < MAX_ATTEMPTS => {
                 let backoff_ms = rand::rng().random_range(1..=5 * u64::from(attempt));
                 tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
@@ -102,4 +136,16 @@ where
             result => return result,
         }
     }
+}
+
+/// The current state of one aggregate, folded from its events (for reads that need the domain
+/// view rather than a read table, such as the alerts of an incident being merged).
+pub async fn load<A: Aggregate>(db: &PgPool, aggregate_id: &str) -> Result<A, AggregateError<A::Error>> {
+    let store =
+        PersistedEventStore::<PostgresEventRepository, A>::new_event_store(PostgresEventRepository::new(db.clone()));
+    let mut aggregate = A::default();
+    for envelope in store.load_events(aggregate_id).await? {
+        aggregate.apply(envelope.payload);
+    }
+    Ok(aggregate)
 }

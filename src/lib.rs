@@ -16,6 +16,7 @@ pub mod rate_limit;
 pub mod state;
 pub mod telemetry;
 pub mod users;
+pub mod vector_store;
 pub mod ws;
 
 pub use app::Application;

@@ -28,6 +28,7 @@ use crate::{
     auth::{claimed_user_id, session_token},
     cache::{Cache, RedisHandle},
     error::AppError,
+    ingest::parsers::Source,
     state::AppState,
 };
 
@@ -37,6 +38,8 @@ const WINDOW: Duration = Duration::from_secs(60);
 pub enum Scope {
     Api,
     Chat,
+    /// Alert ingestion has its own budget per source, so an alert storm is not cut off by the API's.
+    Ingest(Source),
 }
 
 impl Scope {
@@ -51,6 +54,8 @@ impl Scope {
             None
         } else if path == "/chat_api" || path.starts_with("/chat_api/") {
             Some(Self::Chat)
+        } else if let Some(source) = ingestion_source(path) {
+            Some(Self::Ingest(source))
         } else {
             Some(Self::Api)
         }
@@ -60,8 +65,19 @@ impl Scope {
         match self {
             Self::Api => "api",
             Self::Chat => "chat",
+            Self::Ingest(source) => source.as_str(),
         }
     }
+}
+
+/// `/api/source_x/...` → the source.
+fn ingestion_source(path: &str) -> Option<Source> {
+    let rest = path.strip_prefix("/api/")?;
+    let (token, _) = rest.split_once('/')?;
+    token
+        .starts_with("source_")
+        .then(|| Source::from_token(token))
+        .flatten()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +106,7 @@ impl Decision {
 pub struct RateLimiter {
     api_limit: u32,
     chat_limit: u32,
+    ingest_limit: u32,
     backend: Backend,
 }
 
@@ -112,7 +129,7 @@ return {count, ttl}
 ";
 
 impl RateLimiter {
-    pub fn new(cache: &Cache, api_limit: u32, chat_limit: u32) -> Self {
+    pub fn new(cache: &Cache, api_limit: u32, chat_limit: u32, ingest_limit: u32) -> Self {
         let backend = match cache {
             Cache::Redis(redis) => Backend::Redis(redis.clone()),
             Cache::InProcess => Backend::InProcess {
@@ -123,6 +140,7 @@ impl RateLimiter {
         Self {
             api_limit,
             chat_limit,
+            ingest_limit,
             backend,
         }
     }
@@ -132,6 +150,7 @@ impl RateLimiter {
         let limit = match scope {
             Scope::Api => self.api_limit,
             Scope::Chat => self.chat_limit,
+            Scope::Ingest(_) => self.ingest_limit,
         };
         let key = format!("ratelimit:{}:{caller}", scope.name());
         match &self.backend {
@@ -177,6 +196,9 @@ fn caller_key(request: &Request) -> String {
     if let Some(user_id) = claimed_user_id(headers) {
         return format!("user:{}", hex::encode(Sha256::digest(user_id.as_bytes())));
     }
+    if let Some(token) = bearer_or_query_token(request) {
+        return format!("token:{}", hex::encode(Sha256::digest(token.as_bytes())));
+    }
     if let Some(token) = session_token(headers) {
         return format!("session:{}", hex::encode(Sha256::digest(token.as_bytes())));
     }
@@ -184,6 +206,20 @@ fn caller_key(request: &Request) -> String {
         Some(ConnectInfo(addr)) => format!("ip:{}", addr.ip()),
         None => "ip:unknown".into(),
     }
+}
+
+fn bearer_or_query_token(request: &Request) -> Option<String> {
+    let authorization = request.headers().get(axum::http::header::AUTHORIZATION)?.to_str().ok();
+    authorization
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::to_owned)
+        .or_else(|| {
+            request
+                .uri()
+                .query()?
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("token=").map(str::to_owned))
+        })
 }
 
 pub async fn enforce(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -222,11 +258,16 @@ mod tests {
         assert_eq!(Scope::of(&Method::OPTIONS, "/api/incidents"), None);
         assert_eq!(Scope::of(&Method::GET, "/chat_api/sessions"), Some(Scope::Chat));
         assert_eq!(Scope::of(&Method::POST, "/api/auth/login"), Some(Scope::Api));
+        assert_eq!(
+            Scope::of(&Method::POST, "/api/source_f/deployment"),
+            Some(Scope::Ingest(Source::SourceF))
+        );
+        assert_eq!(Scope::of(&Method::POST, "/api/source_z/x"), Some(Scope::Api));
     }
 
     #[tokio::test]
     async fn in_process_window_refuses_after_the_limit() {
-        let limiter = RateLimiter::new(&Cache::InProcess, 3, 1);
+        let limiter = RateLimiter::new(&Cache::InProcess, 3, 1, 1);
         for expected_remaining in [2, 1, 0] {
             let decision = limiter.check(Scope::Api, "u").await;
             assert!(decision.allowed);

@@ -1,14 +1,17 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use sqlx::PgPool;
+use vigil_aggregates::correlation::CorrelationConfig;
 
 use crate::{
     auth::{password::PasswordHasher, sessions::LoginSessions},
     cache::Cache,
     config::Config,
     event_store::EventStore,
+    ingest::service::KeyedLocks,
     metrics::HttpMetrics,
     rate_limit::RateLimiter,
+    vector_store::VectorStore,
 };
 
 /// Everything a handler may need, cheap to clone.
@@ -17,6 +20,10 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub db: PgPool,
     pub events: EventStore,
+    pub correlation: Arc<CorrelationConfig>,
+    pub vectors: VectorStore,
+    /// Serializes alert placement per user within this instance.
+    pub ingest_locks: Arc<KeyedLocks>,
     pub cache: Cache,
     pub rate_limiter: Arc<RateLimiter>,
     pub metrics: Arc<HttpMetrics>,

@@ -2,4 +2,5 @@
 //! No I/O lives here; `handle` is the only place business rules are decided.
 
 pub mod chat_session;
+pub mod correlation;
 pub mod incident;

@@ -9,6 +9,11 @@ pub enum ProjectionError {
         sequence: i64,
         source: serde_json::Error,
     },
+    #[error("{consumer} could not read every event within {waited:?}: a transaction stays open")]
+    Stalled {
+        consumer: &'static str,
+        waited: std::time::Duration,
+    },
     #[error("stream {aggregate_id} misses events {from}..={to}")]
     MissingEvents { aggregate_id: String, from: i64, to: i64 },
 }

@@ -156,6 +156,22 @@ impl Tail {
         Ok(())
     }
 
+    /// Whether every event of the consumer's type at or below `position` has been handed over.
+    async fn has_read_through(&self, position: i64) -> Result<bool, ProjectionError> {
+        let (transaction_id, checkpoint) = self.checkpoint().await?;
+        let unread: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM events WHERE aggregate_type = $1 AND global_position <= $2
+                AND (transaction_id, global_position) > ($3::bigint::text::xid8, $4))",
+        )
+        .bind(self.consumer.aggregate_type())
+        .bind(position)
+        .bind(transaction_id)
+        .bind(checkpoint)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(!unread)
+    }
+
     async fn reset_checkpoint(&self) -> Result<(), ProjectionError> {
         sqlx::query("DELETE FROM event_consumer_checkpoints WHERE name = $1")
             .bind(self.consumer.name())
@@ -165,13 +181,36 @@ impl Tail {
     }
 }
 
-/// Rebuilds a consumer from the whole event store: forget, then read everything again.
+/// Rebuilds a consumer from the whole event store: forget, then read again every event that
+/// exists when the replay starts. Events become readable only once every older transaction in
+/// the cluster has ended, so this waits (up to `REPLAY_PATIENCE`) for stragglers.
 pub async fn replay(pool: &PgPool, consumer: Arc<dyn EventConsumer>) -> Result<u64, ProjectionError> {
     let tail = Tail::new(pool.clone(), consumer.clone());
+    let last_position: i64 =
+        sqlx::query_scalar("SELECT COALESCE(max(global_position), 0) FROM events WHERE aggregate_type = $1")
+            .bind(consumer.aggregate_type())
+            .fetch_one(pool)
+            .await?;
     tail.reset_checkpoint().await?;
     consumer.reset().await?;
-    tail.catch_up().await
+    let deadline = tokio::time::Instant::now() + REPLAY_PATIENCE;
+    let mut handed_over = 0;
+    loop {
+        handed_over += tail.catch_up().await?;
+        if tail.has_read_through(last_position).await? {
+            return Ok(handed_over);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ProjectionError::Stalled {
+                consumer: consumer.name(),
+                waited: REPLAY_PATIENCE,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
+
+const REPLAY_PATIENCE: Duration = Duration::from_secs(60);
 
 /// Listens for the append notification and wakes every tail. Reconnects after a failure; the
 /// tails' polling covers any notification lost meanwhile.

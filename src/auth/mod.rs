@@ -112,3 +112,23 @@ fn signed_by_gateway(headers: &HeaderMap, user_id: &str, state: &AppState) -> bo
         .and_then(|value| value.to_str().ok())
         .is_some_and(|header| gateway::verify(secret.expose(), user_id, header, chrono::Utc::now().timestamp()))
 }
+
+/// A verified user on the incident endpoints, where the spec answers a missing identity with 400.
+#[derive(Clone, Debug)]
+pub struct IncidentUser {
+    pub id: String,
+}
+
+impl FromRequestParts<AppState> for IncidentUser {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        match Identity::from_request_parts(parts, state).await? {
+            Identity::User(id) => Ok(Self { id }),
+            Identity::Anonymous | Identity::Unverified(_) => Err(AppError::bad_request(
+                "identity_required",
+                "a known user identity is required: send the X-User-ID header or log in",
+            )),
+        }
+    }
+}

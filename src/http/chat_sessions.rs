@@ -15,7 +15,7 @@ use vigil_projections::chat_sessions::{self as read, split_inline_images, ChatSe
 use crate::{
     auth::AuthUser,
     error::{AppError, ErrorBody},
-    event_store::execute,
+    event_store::{execute, Actor},
     extract::{JsonBody, Path, Query},
     state::AppState,
 };
@@ -179,7 +179,13 @@ async fn create_session(
         incident_id: None,
         at: Utc::now(),
     };
-    execute(&state.events.chat_sessions, &id.to_string(), command).await?;
+    execute(
+        &state.events.chat_sessions,
+        &id.to_string(),
+        command,
+        Actor::User(&user.id),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(load(&state, &user, id).await?.into())))
 }
 
@@ -218,7 +224,13 @@ async fn update_session(
         ui_state: request.ui_state,
         at: Utc::now(),
     };
-    execute(&state.events.chat_sessions, &id.to_string(), command).await?;
+    execute(
+        &state.events.chat_sessions,
+        &id.to_string(),
+        command,
+        Actor::User(&user.id),
+    )
+    .await?;
     Ok(Json(load(&state, &user, id).await?.into()))
 }
 
@@ -285,7 +297,13 @@ async fn delete_one(state: &AppState, user: &AuthUser, id: Uuid) -> Result<(), A
         user_id: user.id.clone(),
         at: Utc::now(),
     };
-    execute(&state.events.chat_sessions, &id.to_string(), command).await?;
+    execute(
+        &state.events.chat_sessions,
+        &id.to_string(),
+        command,
+        Actor::User(&user.id),
+    )
+    .await?;
     remove_storage(session_storage_dir(state, id)).await;
     Ok(())
 }

@@ -3,6 +3,8 @@
 
 mod chat_sessions;
 mod health;
+mod incidents;
+mod ingestion;
 mod users;
 
 use std::{any::Any, sync::Arc};
@@ -34,6 +36,8 @@ use crate::{error::AppError, metrics, rate_limit, state::AppState};
     tags(
         (name = "users", description = "Accounts and login sessions"),
         (name = "chat sessions", description = "Conversations with the agent"),
+        (name = "incidents", description = "Incidents opened by alert ingestion"),
+        (name = "alert ingestion", description = "Webhooks of the nine alert sources, and ingestion tokens"),
         (name = "health", description = "Service and dependency health; exempt from rate limits"),
         (name = "operations", description = "Metrics and the API description"),
     )
@@ -48,6 +52,12 @@ impl Modify for SecuritySchemes {
         components.add_security_scheme(
             "user_id",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-User-ID"))),
+        );
+        components.add_security_scheme(
+            "ingestion_token",
+            SecurityScheme::Http(utoipa::openapi::security::Http::new(
+                utoipa::openapi::security::HttpAuthScheme::Bearer,
+            )),
         );
         components.add_security_scheme(
             "session_cookie",
@@ -66,10 +76,18 @@ async fn openapi_document(Extension(document): Extension<Arc<OpenApiJson>>) -> i
 /// The serialized document, made once at start-up.
 struct OpenApiJson(String);
 
+/// A body with one human-readable message.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct MessageBody {
+    pub message: String,
+}
+
 pub fn router(state: AppState) -> Router {
     let (routes, mut openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(users::router())
         .merge(chat_sessions::router())
+        .merge(incidents::router())
+        .merge(ingestion::router())
         .merge(health::router())
         .routes(routes!(metrics::metrics_handler))
         .routes(routes!(openapi_document))

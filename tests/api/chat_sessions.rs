@@ -1,7 +1,7 @@
 use chrono::{DateTime, Utc};
 use reqwest::Method;
 use serde_json::{json, Value};
-use vigil::event_store::execute;
+use vigil::event_store::{execute, Actor};
 use vigil_aggregates::chat_session::ChatSessionCommand;
 
 use crate::helpers::{assert_error, spawn_app, TestApp};
@@ -391,7 +391,9 @@ async fn completed_and_cancelled_sessions_refuse_put() {
                 at: Utc::now(),
             },
         };
-        execute(&app.state.events.chat_sessions, id, command).await.unwrap();
+        execute(&app.state.events.chat_sessions, id, command, Actor::User(&user))
+            .await
+            .unwrap();
         let path = format!("/chat_api/sessions/{id}");
         let refused = app
             .send_as(&user, Method::PUT, &path, Some(&json!({ "title": "more" })))

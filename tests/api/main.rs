@@ -5,6 +5,8 @@ mod cors;
 mod errors;
 mod health;
 mod helpers;
+mod incidents;
+mod ingestion;
 mod openapi;
 mod projections;
 mod rate_limit;

@@ -4,7 +4,7 @@
 use chrono::Utc;
 use reqwest::Method;
 use serde_json::{json, Value};
-use vigil::event_store::execute;
+use vigil::event_store::{execute, Actor};
 use vigil_aggregates::chat_session::{ChatSession, ChatSessionCommand, Message};
 use vigil_projections::chat_sessions::all_rows;
 
@@ -94,12 +94,16 @@ async fn replay_rebuilds_the_table_row_for_row() {
                 message: Message::assistant("answer"),
                 at: Utc::now(),
             };
-            execute(&app.state.events.chat_sessions, id, append).await.unwrap();
+            execute(&app.state.events.chat_sessions, id, append, Actor::User(user))
+                .await
+                .unwrap();
             let complete = ChatSessionCommand::Complete {
                 user_id: user.clone(),
                 at: Utc::now(),
             };
-            execute(&app.state.events.chat_sessions, id, complete).await.unwrap();
+            execute(&app.state.events.chat_sessions, id, complete, Actor::User(user))
+                .await
+                .unwrap();
         }
         if n == 1 {
             app.send_as(user, Method::DELETE, &path, None).await;

@@ -11,8 +11,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 pub const MAX_SUMMARY_CHARS: usize = 10_000;
-/// Correlated alerts one incident takes at most; later alerts open incidents of their own.
-pub const MAX_CORRELATED_ALERTS: usize = 50;
+/// Correlated alerts one incident takes by default; later alerts open incidents of their own.
+pub const DEFAULT_MAX_CORRELATED_ALERTS: usize = 50;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -46,6 +46,7 @@ macro_rules! wire_names {
     ($($type:ty { $($variant:ident => $name:literal),+ $(,)? })+) => {$(
         impl $type {
             pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
             pub fn as_str(self) -> &'static str {
                 match self { $(Self::$variant => $name),+ }
             }
@@ -104,6 +105,8 @@ pub enum IncidentCommand {
         user_id: String,
         alert: AlertInfo,
         correlation: Correlation,
+        /// The configured cap of correlated alerts per incident.
+        max_correlated_alerts: usize,
         at: DateTime<Utc>,
     },
     /// A recovery notification for one of the incident's alerts.
@@ -341,6 +344,7 @@ impl Incident {
                 user_id,
                 alert,
                 correlation,
+                max_correlated_alerts,
                 at,
             } => {
                 let incident = self.owned_by(&user_id)?;
@@ -350,7 +354,7 @@ impl Incident {
                 if incident.status != IncidentStatus::Investigating {
                     return Err(IncidentError::NotCorrelatable("it is no longer investigating"));
                 }
-                if incident.alerts.len() > MAX_CORRELATED_ALERTS {
+                if incident.alerts.len() > max_correlated_alerts {
                     return Err(IncidentError::NotCorrelatable(
                         "it holds the most correlated alerts allowed",
                     ));

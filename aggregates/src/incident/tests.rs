@@ -110,6 +110,7 @@ fn correlate_an_alert() {
             user_id: OWNER.into(),
             alert: alert(2, "checkout-api"),
             correlation: correlation(),
+            max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
             at: at(4),
         })
         .then_expect_events(vec![correlated(2)]);
@@ -123,6 +124,7 @@ fn correlating_a_held_alert_again_is_a_no_op() {
             user_id: OWNER.into(),
             alert: alert(2, "checkout-api"),
             correlation: correlation(),
+            max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
             at: at(5),
         })
         .then_expect_events(vec![]);
@@ -136,6 +138,7 @@ fn only_investigating_incidents_take_alerts() {
             user_id: OWNER.into(),
             alert: alert(3, "checkout-api"),
             correlation: correlation(),
+            max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
             at: at(11),
         })
         .then_expect_error(IncidentError::NotCorrelatable("it is no longer investigating"));
@@ -151,6 +154,7 @@ fn an_incident_takes_at_most_fifty_correlated_alerts() {
             user_id: OWNER.into(),
             alert: alert(51, "checkout-api"),
             correlation: correlation(),
+            max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
             at: at(4),
         })
         .then_expect_events(vec![correlated(51)]);
@@ -161,6 +165,7 @@ fn an_incident_takes_at_most_fifty_correlated_alerts() {
             user_id: OWNER.into(),
             alert: alert(52, "checkout-api"),
             correlation: correlation(),
+            max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
             at: at(5),
         })
         .then_expect_error(IncidentError::NotCorrelatable(
@@ -178,6 +183,7 @@ fn a_correlation_score_outside_zero_to_one_is_refused() {
             user_id: OWNER.into(),
             alert: alert(2, "x"),
             correlation,
+            max_correlated_alerts: 50,
             at: at(4),
         })
         .then_expect_error_message("correlation score must be within 0.0 and 1.0");

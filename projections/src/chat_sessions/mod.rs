@@ -176,6 +176,17 @@ pub async fn find_active(db: &PgPool, user_id: &str, id: Uuid) -> sqlx::Result<O
     .await
 }
 
+/// The user's active sessions about one incident, oldest first.
+pub async fn active_for_incident(db: &PgPool, user_id: &str, incident_id: Uuid) -> sqlx::Result<Vec<ChatSessionRow>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM chat_sessions WHERE user_id = $1 AND incident_id = $2 AND is_active ORDER BY created_at, id"
+    ))
+    .bind(user_id)
+    .bind(incident_id)
+    .fetch_all(db)
+    .await
+}
+
 /// Ids of the user's active sessions, except `keep`.
 pub async fn active_ids_except(db: &PgPool, user_id: &str, keep: Option<Uuid>) -> sqlx::Result<Vec<Uuid>> {
     sqlx::query_scalar("SELECT id FROM chat_sessions WHERE user_id = $1 AND is_active AND id IS DISTINCT FROM $2")

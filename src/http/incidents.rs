@@ -1,0 +1,527 @@
+//! Incidents over HTTP (spec Endpoints → Incidents). Incidents are opened only by alert
+//! ingestion; here they are listed, read, patched, merged, and their history is audited.
+
+use axum::{extract::State, Json};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+use vigil_aggregates::{
+    chat_session::Message,
+    incident::{ActiveTab, AnalysisStatus, Incident, IncidentCommand, IncidentStatus},
+};
+use vigil_projections::{
+    chat_sessions::{self as sessions, split_inline_images},
+    incidents::{self as read, IncidentRow},
+};
+
+use crate::{
+    auth::IncidentUser,
+    error::{AppError, ErrorBody},
+    event_store::{execute, load, Actor},
+    extract::{JsonBody, Path},
+    state::AppState,
+};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_incidents))
+        .routes(routes!(get_incident, patch_incident))
+        .routes(routes!(merge_alert))
+        .routes(routes!(incident_events))
+}
+
+/// The alert that opened the incident.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertView {
+    title: Option<String>,
+    service: Option<String>,
+    /// The source it came from (`source_a` .. `source_i`).
+    source: String,
+    source_url: Option<String>,
+    #[schema(value_type = Object)]
+    metadata: Value,
+    /// Detail only: when the alert fired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    triggered_at: Option<DateTime<Utc>>,
+    /// Detail only: the complete original alert payload, as a string.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_payload: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IncidentView {
+    id: Uuid,
+    source_type: String,
+    /// The alert's id in the ingestion store, as a string.
+    source_alert_id: String,
+    status: String,
+    severity: Option<String>,
+    alert: AlertView,
+    aurora_status: String,
+    summary: Option<String>,
+    chat_session_id: Option<Uuid>,
+    active_tab: Option<String>,
+    correlated_alert_count: i32,
+    affected_services: Vec<String>,
+    merged_into_incident_id: Option<Uuid>,
+    merged_into_title: Option<String>,
+    started_at: DateTime<Utc>,
+    analyzed_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<IncidentRow> for IncidentView {
+    fn from(row: IncidentRow) -> Self {
+        Self {
+            id: row.id,
+            source_type: row.source_type.clone(),
+            source_alert_id: row.source_alert_id.to_string(),
+            status: row.status,
+            severity: row.severity,
+            alert: AlertView {
+                title: row.alert_title,
+                service: row.alert_service,
+                source: row.source_type,
+                source_url: row.alert_source_url,
+                metadata: row.alert_metadata.0,
+                triggered_at: None,
+                raw_payload: None,
+            },
+            aurora_status: row.aurora_status,
+            summary: row.aurora_summary,
+            chat_session_id: row.aurora_chat_session_id,
+            active_tab: Some(row.active_tab),
+            correlated_alert_count: row.correlated_alert_count,
+            affected_services: row.affected_services,
+            merged_into_incident_id: row.merged_into_incident_id,
+            merged_into_title: row.merged_into_title,
+            started_at: row.started_at,
+            analyzed_at: row.analyzed_at,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct IncidentList {
+    incidents: Vec<IncidentView>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuggestionView {
+    id: i64,
+    title: String,
+    description: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    risk: Option<String>,
+    command: Option<String>,
+    file_path: Option<String>,
+    original_content: Option<String>,
+    suggested_content: Option<String>,
+    user_edited_content: Option<String>,
+    repository: Option<String>,
+    pr_url: Option<String>,
+    pr_number: Option<i32>,
+    created_branch: Option<String>,
+    applied_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThoughtView {
+    id: i64,
+    timestamp: DateTime<Utc>,
+    content: String,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    created_at: DateTime<Utc>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CitationView {
+    id: i64,
+    key: String,
+    tool_name: Option<String>,
+    command: Option<String>,
+    output: String,
+    executed_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CorrelatedAlertView {
+    id: Uuid,
+    source_type: String,
+    alert_title: Option<String>,
+    alert_service: Option<String>,
+    alert_severity: Option<String>,
+    correlation_strategy: String,
+    correlation_score: f64,
+    #[schema(value_type = Object)]
+    correlation_details: Value,
+    received_at: DateTime<Utc>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IncidentChatSession {
+    id: Uuid,
+    title: String,
+    #[schema(value_type = Vec<Object>)]
+    messages: Vec<Message>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    status: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IncidentDetail {
+    #[serde(flatten)]
+    incident: IncidentView,
+    suggestions: Vec<SuggestionView>,
+    streaming_thoughts: Vec<ThoughtView>,
+    citations: Vec<CitationView>,
+    correlated_alerts: Vec<CorrelatedAlertView>,
+    chat_sessions: Vec<IncidentChatSession>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct IncidentDetailResponse {
+    incident: IncidentDetail,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct PatchResponse {
+    success: bool,
+    id: Uuid,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MergeResponse {
+    success: bool,
+    target_incident_id: Uuid,
+    source_incident_id: Uuid,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct IncidentEventView {
+    sequence: i64,
+    #[serde(rename = "type")]
+    kind: String,
+    version: String,
+    recorded_at: DateTime<Utc>,
+    /// `user:<id>` or `system:<part>`.
+    actor: Option<String>,
+    #[schema(value_type = Object)]
+    payload: Value,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct IncidentEvents {
+    incident_id: Uuid,
+    events: Vec<IncidentEventView>,
+}
+
+/// Incident ids are UUIDs; anything else is a 400 (spec).
+fn incident_id(raw: &str) -> Result<Uuid, AppError> {
+    Uuid::parse_str(raw.trim())
+        .map_err(|_| AppError::bad_request("invalid_incident_id", format!("incident id `{raw}` is not a UUID")))
+}
+
+async fn owned(state: &AppState, user: &IncidentUser, id: Uuid) -> Result<IncidentRow, AppError> {
+    read::find_incident(&state.db, &user.id, id)
+        .await?
+        .ok_or_else(|| AppError::NotFound("incident not found".into()))
+}
+
+/// The user's incidents: at most 100, newest `startedAt` first, merged ones left out.
+#[utoipa::path(get, path = "/api/incidents", tag = "incidents", security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = IncidentList), (status = 400, description = "no user identity", body = ErrorBody)))]
+async fn list_incidents(State(state): State<AppState>, user: IncidentUser) -> Result<Json<IncidentList>, AppError> {
+    let incidents = read::list_incidents(&state.db, &user.id)
+        .await?
+        .into_iter()
+        .map(IncidentView::from)
+        .collect();
+    Ok(Json(IncidentList { incidents }))
+}
+
+/// One incident with its suggestions, thoughts (chronological), citations (numeric keys, in key
+/// order), correlated alerts and active chat sessions.
+#[utoipa::path(get, path = "/api/incidents/{incident_id}", tag = "incidents", params(("incident_id" = Uuid, Path)),
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = IncidentDetailResponse),
+        (status = 400, description = "no user identity, or the id is not a UUID", body = ErrorBody),
+        (status = 404, description = "not found or not the user's", body = ErrorBody)))]
+async fn get_incident(
+    State(state): State<AppState>,
+    user: IncidentUser,
+    Path(raw_id): Path<String>,
+) -> Result<Json<IncidentDetailResponse>, AppError> {
+    let id = incident_id(&raw_id)?;
+    let row = owned(&state, &user, id).await?;
+    let db = &state.db;
+    let (payload, suggestions, thoughts, citations, correlated, chats) = tokio::try_join!(
+        read::opening_payload(db, &user.id, row.source_alert_id),
+        read::suggestions(db, id),
+        read::thoughts(db, id),
+        read::citations(db, id),
+        read::correlated_alerts(db, id),
+        sessions::active_for_incident(db, &user.id, id),
+    )?;
+    let triggered_at = row.started_at;
+    let mut incident = IncidentView::from(row);
+    incident.alert.triggered_at = Some(triggered_at);
+    incident.alert.raw_payload = Some(payload.map(|payload| payload.to_string()).unwrap_or_default());
+    let detail = IncidentDetail {
+        incident,
+        suggestions: suggestions
+            .into_iter()
+            .map(|s| SuggestionView {
+                id: s.id,
+                title: s.title,
+                description: s.description,
+                kind: s.kind,
+                risk: s.risk,
+                command: s.command,
+                file_path: s.file_path,
+                original_content: s.original_content,
+                suggested_content: s.suggested_content,
+                user_edited_content: s.user_edited_content,
+                repository: s.repository,
+                pr_url: s.pr_url,
+                pr_number: s.pr_number,
+                created_branch: s.created_branch,
+                applied_at: s.applied_at,
+                created_at: s.created_at,
+            })
+            .collect(),
+        streaming_thoughts: thoughts
+            .into_iter()
+            .map(|t| ThoughtView {
+                id: t.id,
+                timestamp: t.timestamp,
+                content: t.content,
+                kind: t.thought_type,
+                created_at: t.created_at,
+            })
+            .collect(),
+        citations: citations
+            .into_iter()
+            .map(|c| CitationView {
+                id: c.id,
+                key: c.citation_key,
+                tool_name: c.tool_name,
+                command: c.command,
+                output: c.output,
+                executed_at: c.executed_at,
+                created_at: c.created_at,
+            })
+            .collect(),
+        correlated_alerts: correlated
+            .into_iter()
+            .map(|a| CorrelatedAlertView {
+                id: a.id,
+                source_type: a.source_type,
+                alert_title: a.alert_title,
+                alert_service: a.alert_service,
+                alert_severity: a.alert_severity,
+                correlation_strategy: a.correlation_strategy,
+                correlation_score: a.correlation_score,
+                correlation_details: a.correlation_details.0,
+                received_at: a.received_at,
+            })
+            .collect(),
+        chat_sessions: chats
+            .into_iter()
+            .map(|s| IncidentChatSession {
+                id: s.id,
+                title: s.title,
+                messages: s.messages.0.into_iter().map(split_inline_images).collect(),
+                created_at: s.created_at,
+                updated_at: s.updated_at,
+                status: s.status,
+            })
+            .collect(),
+    };
+    Ok(Json(IncidentDetailResponse { incident: detail }))
+}
+
+/// Reads one optional enumerated field of the PATCH body.
+fn enum_field<T>(
+    body: &Map<String, Value>,
+    name: &str,
+    parse: fn(&str) -> Option<T>,
+    allowed: &[&str],
+) -> Result<Option<T>, AppError> {
+    match body.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(value)) => parse(value).map(Some).ok_or_else(|| {
+            AppError::invalid(format!(
+                "invalid value `{value}` for {name}; allowed: {}",
+                allowed.join(", ")
+            ))
+        }),
+        Some(_) => Err(AppError::invalid(format!("{name} must be a string"))),
+    }
+}
+
+/// Change status, auroraStatus, summary (at most 10,000 characters) or activeTab. Setting
+/// `resolved` (from another status) starts postmortem generation; `analyzed`/`resolved` stamp
+/// `analyzedAt` once. `updatedAt` moves on every PATCH.
+#[utoipa::path(patch, path = "/api/incidents/{incident_id}", tag = "incidents", params(("incident_id" = Uuid, Path)),
+    request_body(content = Object, description = "status, auroraStatus, summary, activeTab (all optional, at least one)"),
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = PatchResponse),
+        (status = 400, description = "no identity, bad id, missing body, invalid value, summary too long, nothing to update", body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+async fn patch_incident(
+    State(state): State<AppState>,
+    user: IncidentUser,
+    Path(raw_id): Path<String>,
+    JsonBody(body): JsonBody<Value>,
+) -> Result<Json<PatchResponse>, AppError> {
+    let id = incident_id(&raw_id)?;
+    let Value::Object(body) = body else {
+        return Err(AppError::invalid("the request body must be a JSON object"));
+    };
+    let status = enum_field(&body, "status", IncidentStatus::parse, IncidentStatus::NAMES)?;
+    let analysis_status = enum_field(&body, "auroraStatus", AnalysisStatus::parse, AnalysisStatus::NAMES)?;
+    let active_tab = enum_field(&body, "activeTab", ActiveTab::parse, ActiveTab::NAMES)?;
+    let summary = match body.get("summary") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(summary)) => Some(summary.clone()),
+        Some(_) => return Err(AppError::invalid("summary must be a string")),
+    };
+    owned(&state, &user, id).await?;
+    let command = IncidentCommand::Patch {
+        user_id: user.id.clone(),
+        status,
+        analysis_status,
+        summary,
+        active_tab,
+        at: Utc::now(),
+    };
+    execute(&state.events.incidents, &id.to_string(), command, Actor::User(&user.id)).await?;
+    Ok(Json(PatchResponse { success: true, id }))
+}
+
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MergeRequest {
+    /// The incident to merge into the target.
+    source_incident_id: String,
+}
+
+/// Merge the source incident into the target: the source becomes `merged` (left out of the list,
+/// `mergedIntoIncidentId` set), its alerts become the target's correlated alerts (strategy
+/// `manual`, score 1.0).
+#[utoipa::path(post, path = "/api/incidents/{target_incident_id}/merge-alert", tag = "incidents",
+    params(("target_incident_id" = Uuid, Path)), request_body = MergeRequest,
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = MergeResponse),
+        (status = 400, description = "bad ids, or source equals target", body = ErrorBody),
+        (status = 404, description = "either incident not found or not the user's", body = ErrorBody),
+        (status = 409, description = "source or target already merged", body = ErrorBody)))]
+async fn merge_alert(
+    State(state): State<AppState>,
+    user: IncidentUser,
+    Path(raw_target): Path<String>,
+    JsonBody(request): JsonBody<MergeRequest>,
+) -> Result<Json<MergeResponse>, AppError> {
+    let target_id = incident_id(&raw_target)?;
+    let source_id = Uuid::parse_str(request.source_incident_id.trim())
+        .map_err(|_| AppError::invalid("sourceIncidentId must be a UUID"))?;
+    if source_id == target_id {
+        return Err(AppError::invalid("an incident cannot be merged into itself"));
+    }
+    let target = owned(&state, &user, target_id).await?;
+    owned(&state, &user, source_id).await?;
+    if target.status == IncidentStatus::Merged.as_str() {
+        return Err(AppError::Conflict(
+            "the target incident is itself merged into another incident".into(),
+        ));
+    }
+    let source = load::<Incident>(&state.db, &source_id.to_string()).await?;
+    let now = Utc::now();
+    let merge = IncidentCommand::MergeInto {
+        user_id: user.id.clone(),
+        target_incident_id: target_id,
+        at: now,
+    };
+    execute(
+        &state.events.incidents,
+        &source_id.to_string(),
+        merge,
+        Actor::User(&user.id),
+    )
+    .await?;
+    let absorb = IncidentCommand::Absorb {
+        user_id: user.id.clone(),
+        source_incident_id: source_id,
+        alerts: source.alerts().to_vec(),
+        at: now,
+    };
+    execute(
+        &state.events.incidents,
+        &target_id.to_string(),
+        absorb,
+        Actor::User(&user.id),
+    )
+    .await?;
+    Ok(Json(MergeResponse {
+        success: true,
+        target_incident_id: target_id,
+        source_incident_id: source_id,
+    }))
+}
+
+/// The incident's full event history, oldest first, for auditors.
+#[utoipa::path(get, path = "/api/incidents/{incident_id}/events", tag = "incidents", params(("incident_id" = Uuid, Path)),
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = IncidentEvents), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn incident_events(
+    State(state): State<AppState>,
+    user: IncidentUser,
+    Path(raw_id): Path<String>,
+) -> Result<Json<IncidentEvents>, AppError> {
+    let id = incident_id(&raw_id)?;
+    owned(&state, &user, id).await?;
+    let rows: Vec<(i64, String, String, DateTime<Utc>, Value, Value)> = sqlx::query_as(
+        "SELECT sequence, event_type, event_version, recorded_at, metadata, payload FROM events
+         WHERE aggregate_type = 'Incident' AND aggregate_id = $1 ORDER BY sequence",
+    )
+    .bind(id.to_string())
+    .fetch_all(&state.db)
+    .await?;
+    let events = rows
+        .into_iter()
+        .map(
+            |(sequence, kind, version, recorded_at, metadata, payload)| IncidentEventView {
+                sequence,
+                kind,
+                version,
+                recorded_at,
+                actor: metadata.get("actor").and_then(Value::as_str).map(str::to_owned),
+                payload,
+            },
+        )
+        .collect();
+    Ok(Json(IncidentEvents {
+        incident_id: id,
+        events,
+    }))
+}

@@ -1,0 +1,447 @@
+//! The incident API: list and detail shapes, the PATCH and merge rules and their error table,
+//! isolation between users, and the audit history.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::{
+    helpers::{assert_error, spawn_app, TestApp},
+    ingestion::{fixture, post_alert},
+};
+
+/// A user with one incident opened from `source`'s firing fixture; returns (user, incident id).
+async fn user_with_incident(app: &TestApp, source: &str, path: &str) -> (String, String) {
+    let user = app.new_user().await.id;
+    let placed = post_alert(app, &user, path, &fixture(source, "firing")).await;
+    (user, placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned())
+}
+
+async fn detail(app: &TestApp, user: &str, id: &str) -> Value {
+    let response = app
+        .send_as(user, Method::GET, &format!("/api/incidents/{id}"), None)
+        .await;
+    assert_eq!(response.status(), 200);
+    response.json::<Value>().await.unwrap()["incident"].clone()
+}
+
+async fn patch(app: &TestApp, user: &str, id: &str, body: Value) -> reqwest::Response {
+    app.send_as(user, Method::PATCH, &format!("/api/incidents/{id}"), Some(&body))
+        .await
+}
+
+#[tokio::test]
+async fn list_and_detail_have_the_spec_shape() {
+    let app = spawn_app().await;
+    let (user, id) = user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
+    let list: Value = app
+        .send_as(&user, Method::GET, "/api/incidents", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let incident = &list["incidents"][0];
+    for field in [
+        "id",
+        "sourceType",
+        "sourceAlertId",
+        "status",
+        "alert",
+        "auroraStatus",
+        "startedAt",
+        "createdAt",
+        "updatedAt",
+    ] {
+        assert!(!incident[field].is_null(), "{field} in {incident}");
+    }
+    assert!(incident["sourceAlertId"].is_string(), "sourceAlertId is a string");
+    assert_eq!(incident["auroraStatus"], "idle");
+    assert_eq!(incident["severity"], "critical");
+    assert_eq!(incident["alert"]["title"], "CheckoutApiHighLatency");
+    assert_eq!(incident["alert"]["service"], "checkout-api");
+    assert_eq!(incident["alert"]["source"], "source_a");
+    assert_eq!(incident["startedAt"], "2026-11-20T14:02:10Z");
+    assert!(incident["analyzedAt"].is_null());
+    assert_eq!(incident["affectedServices"], json!(["checkout-api"]));
+
+    let detail = detail(&app, &user, &id).await;
+    for array in [
+        "suggestions",
+        "streamingThoughts",
+        "citations",
+        "correlatedAlerts",
+        "chatSessions",
+    ] {
+        assert!(detail[array].is_array(), "{array}");
+    }
+    assert_eq!(detail["alert"]["triggeredAt"], "2026-11-20T14:02:10Z");
+    let raw: Value = serde_json::from_str(detail["alert"]["rawPayload"].as_str().unwrap()).unwrap();
+    assert_eq!(raw["fingerprint"], "7d3f9a1c0b2e4f58", "the original alert, complete");
+}
+
+#[tokio::test]
+async fn identity_and_id_errors() {
+    let app = spawn_app().await;
+    let (user, id) = user_with_incident(&app, "source_d", "/api/source_d/webhook").await;
+    for (method, path) in [
+        (Method::GET, "/api/incidents".to_owned()),
+        (Method::GET, format!("/api/incidents/{id}")),
+        (Method::PATCH, format!("/api/incidents/{id}")),
+    ] {
+        let response = app
+            .client
+            .request(method.clone(), app.url(&path))
+            .json(&json!({ "status": "analyzed" }))
+            .send()
+            .await
+            .unwrap();
+        assert_error(response, 400, "identity_required").await;
+    }
+    assert_error(
+        app.send_as(&user, Method::GET, "/api/incidents/not-a-uuid", None).await,
+        400,
+        "invalid_incident_id",
+    )
+    .await;
+    assert_error(
+        patch(&app, &user, "not-a-uuid", json!({ "status": "analyzed" })).await,
+        400,
+        "invalid_incident_id",
+    )
+    .await;
+    let unknown = uuid::Uuid::new_v4().to_string();
+    assert_error(
+        app.send_as(&user, Method::GET, &format!("/api/incidents/{unknown}"), None)
+            .await,
+        404,
+        "not_found",
+    )
+    .await;
+    assert_error(
+        patch(&app, &user, &unknown, json!({ "status": "analyzed" })).await,
+        404,
+        "not_found",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn other_users_cannot_see_patch_or_merge() {
+    let app = spawn_app().await;
+    let (owner, id) = user_with_incident(&app, "source_b", "/api/source_b/webhook").await;
+    let (intruder, own_id) = user_with_incident(&app, "source_c", "/api/source_c/alerts").await;
+    assert_error(
+        app.send_as(&intruder, Method::GET, &format!("/api/incidents/{id}"), None)
+            .await,
+        404,
+        "not_found",
+    )
+    .await;
+    assert_error(
+        patch(&app, &intruder, &id, json!({ "status": "resolved" })).await,
+        404,
+        "not_found",
+    )
+    .await;
+    let merge = app
+        .send_as(
+            &intruder,
+            Method::POST,
+            &format!("/api/incidents/{own_id}/merge-alert"),
+            Some(&json!({ "sourceIncidentId": id })),
+        )
+        .await;
+    assert_error(merge, 404, "not_found").await;
+    assert_error(
+        app.send_as(&intruder, Method::GET, &format!("/api/incidents/{id}/events"), None)
+            .await,
+        404,
+        "not_found",
+    )
+    .await;
+    let list: Value = app
+        .send_as(&intruder, Method::GET, "/api/incidents", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["incidents"].as_array().unwrap().len(), 1);
+    assert_eq!(detail(&app, &owner, &id).await["status"], "investigating", "untouched");
+}
+
+#[tokio::test]
+async fn patch_validation_table() {
+    let app = spawn_app().await;
+    let (user, id) = user_with_incident(&app, "source_e", "/api/source_e/alerts").await;
+    let empty = app
+        .client
+        .patch(app.url(&format!("/api/incidents/{id}")))
+        .header("X-User-ID", &user)
+        .send()
+        .await
+        .unwrap();
+    assert_error(empty, 400, "missing_body").await;
+    for body in [
+        json!({ "status": "closed" }),
+        json!({ "auroraStatus": "done" }),
+        json!({ "activeTab": "graphs" }),
+        json!({ "status": 3 }),
+        json!({ "summary": "x".repeat(10_001) }),
+        json!({}),
+        json!({ "analyzedAt": "2026-11-20T00:00:00Z" }),
+        json!(["status"]),
+    ] {
+        assert_error(patch(&app, &user, &id, body.clone()).await, 400, "invalid_request").await;
+    }
+    let ok = patch(&app, &user, &id, json!({ "summary": "x".repeat(10_000) })).await;
+    assert_eq!(ok.status(), 200);
+    assert_eq!(ok.json::<Value>().await.unwrap(), json!({ "success": true, "id": id }));
+}
+
+#[tokio::test]
+async fn patch_transitions_and_side_effects() {
+    let app = spawn_app().await;
+    let (user, id) = user_with_incident(&app, "source_h", "/api/source_h/problems").await;
+    let before = detail(&app, &user, &id).await;
+
+    let response = patch(
+        &app,
+        &user,
+        &id,
+        json!({ "auroraStatus": "running", "activeTab": "chat", "summary": "Looking" }),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let after = detail(&app, &user, &id).await;
+    assert_eq!(after["auroraStatus"], "running");
+    assert_eq!(after["activeTab"], "chat");
+    assert_eq!(after["summary"], "Looking");
+    assert!(after["updatedAt"].as_str() > before["updatedAt"].as_str());
+
+    assert_eq!(
+        patch(&app, &user, &id, json!({ "status": "analyzed" })).await.status(),
+        200
+    );
+    let analyzed = detail(&app, &user, &id).await;
+    assert_eq!(analyzed["status"], "analyzed");
+    let analyzed_at = analyzed["analyzedAt"].as_str().unwrap().to_owned();
+
+    assert_eq!(
+        patch(&app, &user, &id, json!({ "status": "resolved" })).await.status(),
+        200
+    );
+    let resolved = detail(&app, &user, &id).await;
+    assert_eq!(resolved["status"], "resolved");
+    assert_eq!(resolved["analyzedAt"], analyzed_at, "analyzedAt is set once");
+
+    let untouched = resolved["updatedAt"].as_str().unwrap().to_owned();
+    assert_eq!(
+        patch(&app, &user, &id, json!({ "status": "resolved" })).await.status(),
+        200
+    );
+    let again = detail(&app, &user, &id).await;
+    assert!(
+        again["updatedAt"].as_str().unwrap() > untouched.as_str(),
+        "updatedAt moves on every PATCH"
+    );
+
+    let history: Value = app
+        .send_as(&user, Method::GET, &format!("/api/incidents/{id}/events"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|kind| **kind == "ResolutionRequested").count(),
+        1,
+        "one postmortem request: {kinds:?}"
+    );
+    assert_eq!(kinds.last(), Some(&"IncidentTouched"));
+}
+
+#[tokio::test]
+async fn merge_moves_the_source_into_the_target() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let target = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await["alerts"][0]
+        ["incident_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let source = post_alert(&app, &user, "/api/source_g/deployment", &fixture("source_g", "firing")).await["alerts"][0]
+        ["incident_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(target, source);
+    let merge_path = format!("/api/incidents/{target}/merge-alert");
+
+    let merged = app
+        .send_as(
+            &user,
+            Method::POST,
+            &merge_path,
+            Some(&json!({ "sourceIncidentId": source })),
+        )
+        .await;
+    assert_eq!(merged.status(), 200);
+    assert_eq!(
+        merged.json::<Value>().await.unwrap(),
+        json!({ "success": true, "targetIncidentId": target, "sourceIncidentId": source })
+    );
+
+    let list: Value = app
+        .send_as(&user, Method::GET, "/api/incidents", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = list["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [target.as_str()], "the merged incident leaves the default list");
+
+    let source_detail = detail(&app, &user, &source).await;
+    assert_eq!(source_detail["status"], "merged");
+    assert_eq!(source_detail["mergedIntoIncidentId"], target);
+    assert_eq!(source_detail["mergedIntoTitle"], "CheckoutApiHighLatency");
+
+    let target_detail = detail(&app, &user, &target).await;
+    assert_eq!(target_detail["correlatedAlertCount"], 1);
+    let manual = &target_detail["correlatedAlerts"][0];
+    assert_eq!(manual["correlationStrategy"], "manual");
+    assert_eq!(manual["correlationScore"], 1.0);
+    assert_eq!(manual["sourceType"], "source_g");
+    assert_eq!(target_detail["affectedServices"], json!(["checkout-api", "orders-api"]));
+
+    let again = app
+        .send_as(
+            &user,
+            Method::POST,
+            &merge_path,
+            Some(&json!({ "sourceIncidentId": source })),
+        )
+        .await;
+    assert_error(again, 409, "conflict").await;
+    let into_itself = app
+        .send_as(
+            &user,
+            Method::POST,
+            &merge_path,
+            Some(&json!({ "sourceIncidentId": target })),
+        )
+        .await;
+    assert_error(into_itself, 400, "invalid_request").await;
+    let not_uuid = app
+        .send_as(
+            &user,
+            Method::POST,
+            &merge_path,
+            Some(&json!({ "sourceIncidentId": "nope" })),
+        )
+        .await;
+    assert_error(not_uuid, 400, "invalid_request").await;
+    let into_merged = app
+        .send_as(
+            &user,
+            Method::POST,
+            &format!("/api/incidents/{source}/merge-alert"),
+            Some(&json!({ "sourceIncidentId": target })),
+        )
+        .await;
+    assert_error(into_merged, 409, "conflict").await;
+}
+
+#[tokio::test]
+async fn the_event_history_names_its_actors() {
+    let app = spawn_app().await;
+    let (user, id) = user_with_incident(&app, "source_i", "/api/source_i/webhook").await;
+    post_alert(&app, &user, "/api/source_i/webhook", &fixture("source_i", "related")).await;
+    patch(&app, &user, &id, json!({ "status": "analyzed" })).await;
+    let history: Value = app
+        .send_as(&user, Method::GET, &format!("/api/incidents/{id}/events"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let events = history["events"].as_array().unwrap();
+    let summary: Vec<(i64, &str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["sequence"].as_i64().unwrap(),
+                e["type"].as_str().unwrap(),
+                e["actor"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let user_actor = format!("user:{user}");
+    assert_eq!(
+        summary,
+        [
+            (1, "IncidentOpened", "system:ingestion"),
+            (2, "AlertCorrelated", "system:ingestion"),
+            (3, "StatusChanged", user_actor.as_str()),
+        ]
+    );
+    assert!(events[0]["recorded_at"].is_string());
+    assert_eq!(events[2]["payload"]["StatusChanged"]["status"], "analyzed");
+}
+
+#[tokio::test]
+async fn replay_rebuilds_the_incident_tables() {
+    let app = spawn_app().await;
+    let (user, id) = user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
+    post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "related")).await;
+    post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "resolved")).await;
+    let other = post_alert(&app, &user, "/api/source_f/deployment", &fixture("source_f", "firing")).await;
+    let other_id = other["alerts"][0]["incident_id"].as_str().unwrap();
+    app.send_as(
+        &user,
+        Method::POST,
+        &format!("/api/incidents/{id}/merge-alert"),
+        Some(&json!({ "sourceIncidentId": other_id })),
+    )
+    .await;
+    patch(
+        &app,
+        &user,
+        &id,
+        json!({ "status": "resolved", "summary": "done", "activeTab": "chat", "auroraStatus": "complete" }),
+    )
+    .await;
+
+    let incidents = vigil_projections::incidents::all_incidents(&app.db).await.unwrap();
+    let correlated = vigil_projections::incidents::correlated_alerts(&app.db, id.parse().unwrap())
+        .await
+        .unwrap();
+    app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
+    assert_eq!(
+        vigil_projections::incidents::all_incidents(&app.db).await.unwrap(),
+        incidents
+    );
+    let rebuilt = vigil_projections::incidents::correlated_alerts(&app.db, id.parse().unwrap())
+        .await
+        .unwrap();
+    let strip_ids = |rows: Vec<vigil_projections::incidents::CorrelatedAlertRow>| {
+        rows.into_iter()
+            .map(|mut row| {
+                row.id = uuid::Uuid::nil();
+                row
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        strip_ids(rebuilt),
+        strip_ids(correlated),
+        "same rows but for their generated ids"
+    );
+}

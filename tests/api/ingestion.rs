@@ -1,0 +1,360 @@
+//! Alert ingestion from the nine sources: every fixture ingests, related alerts correlate,
+//! recoveries open nothing, redeliveries are idempotent, malformed payloads are 400.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{assert_error, spawn_app, spawn_app_with, TestApp};
+
+pub const SOURCES: [(&str, &str); 9] = [
+    ("source_a", "/api/source_a/alerts"),
+    ("source_b", "/api/source_b/webhook"),
+    ("source_c", "/api/source_c/alerts"),
+    ("source_d", "/api/source_d/webhook"),
+    ("source_e", "/api/source_e/alerts"),
+    ("source_f", "/api/source_f/deployment"),
+    ("source_g", "/api/source_g/deployment"),
+    ("source_h", "/api/source_h/problems"),
+    ("source_i", "/api/source_i/webhook"),
+];
+
+pub fn fixture(source: &str, name: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/alerts/{source}/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+pub async fn post_alert(app: &TestApp, user: &str, path: &str, body: &Value) -> Value {
+    let response = app.send_as(user, Method::POST, path, Some(body)).await;
+    assert_eq!(response.status(), 202, "{path}: {:?}", response.text().await);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["received"], true);
+    body
+}
+
+async fn incidents_of(app: &TestApp, user: &str) -> Vec<Value> {
+    let list: Value = app
+        .send_as(user, Method::GET, "/api/incidents", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    list["incidents"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn every_source_opens_correlates_and_recovers() {
+    let app = spawn_app().await;
+    for (source, path) in SOURCES {
+        let user = app.new_user().await.id;
+        let firing = post_alert(&app, &user, path, &fixture(source, "firing")).await;
+        let opened = &firing["alerts"][0];
+        let incident_id = opened["incident_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{source}: {firing}"))
+            .to_owned();
+        assert_eq!(opened["correlated"], false, "{source}");
+        assert!(opened["alert_id"].as_i64().is_some(), "{source}");
+
+        let related = post_alert(&app, &user, path, &fixture(source, "related")).await;
+        assert_eq!(
+            related["alerts"][0]["incident_id"], incident_id,
+            "{source}: related joins the incident"
+        );
+        assert_eq!(related["alerts"][0]["correlated"], true, "{source}");
+
+        let resolved = post_alert(&app, &user, path, &fixture(source, "resolved")).await;
+        assert_eq!(resolved["alerts"][0]["correlated"], false, "{source}");
+
+        let incidents = incidents_of(&app, &user).await;
+        assert_eq!(
+            incidents.len(),
+            1,
+            "{source}: one incident, the recovery opened nothing"
+        );
+        let incident = &incidents[0];
+        assert_eq!(incident["id"], incident_id);
+        assert_eq!(incident["sourceType"], source);
+        assert_eq!(incident["correlatedAlertCount"], 1, "{source}");
+        assert_eq!(incident["status"], "investigating");
+        assert_eq!(incident["alert"]["source"], source);
+        assert!(
+            incident["alert"]["title"].as_str().is_some_and(|t| !t.is_empty()),
+            "{source}"
+        );
+
+        let detail: Value = app
+            .send_as(&user, Method::GET, &format!("/api/incidents/{incident_id}"), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let correlated = detail["incident"]["correlatedAlerts"].as_array().unwrap();
+        assert_eq!(correlated.len(), 1, "{source}");
+        let details = &correlated[0]["correlationDetails"];
+        for sub_score in ["service_match", "time_window", "semantic"] {
+            assert!(
+                details[sub_score].as_f64().is_some(),
+                "{source}: {sub_score} in {details}"
+            );
+        }
+        let score = correlated[0]["correlationScore"].as_f64().unwrap();
+        assert!((0.6..=1.0).contains(&score), "{source}: score {score}");
+        let raw = detail["incident"]["alert"]["rawPayload"].as_str().unwrap();
+        assert!(
+            serde_json::from_str::<Value>(raw).is_ok(),
+            "{source}: rawPayload is the JSON payload as a string"
+        );
+    }
+}
+
+#[tokio::test]
+async fn redelivery_is_idempotent() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let body = fixture("source_b", "firing");
+    let first = post_alert(&app, &user, "/api/source_b/webhook", &body).await;
+    let again = post_alert(&app, &user, "/api/source_b/webhook", &body).await;
+    assert_eq!(first["alerts"], again["alerts"], "same alert id and incident");
+    assert_eq!(incidents_of(&app, &user).await.len(), 1);
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM source_alerts WHERE user_id = $1")
+        .bind(&user)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1, "no second source alert row");
+}
+
+#[tokio::test]
+async fn an_unrelated_service_hours_apart_opens_a_second_incident() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let first = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let mut other = fixture("source_a", "firing");
+    let alert = &mut other["alerts"][0];
+    alert["fingerprint"] = json!("00aa11bb22cc33dd");
+    alert["labels"]["service"] = json!("billing-batch");
+    alert["labels"]["job"] = json!("billing-batch");
+    alert["labels"]["alertname"] = json!("NightlyInvoiceExportStalled");
+    alert["startsAt"] = json!("2026-11-20T19:30:00Z");
+    let second = post_alert(&app, &user, "/api/source_a/alerts", &other).await;
+    assert_ne!(first["alerts"][0]["incident_id"], second["alerts"][0]["incident_id"]);
+    assert_eq!(second["alerts"][0]["correlated"], false);
+    let incidents = incidents_of(&app, &user).await;
+    assert_eq!(incidents.len(), 2);
+    assert_eq!(
+        incidents[0]["alert"]["service"], "billing-batch",
+        "newest startedAt first"
+    );
+}
+
+#[tokio::test]
+async fn a_notification_with_several_alerts_places_each() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let mut body = fixture("source_a", "firing");
+    let mut second = body["alerts"][0].clone();
+    second["fingerprint"] = json!("feedfacecafebeef");
+    second["startsAt"] = json!("2026-11-20T14:03:00Z");
+    body["alerts"].as_array_mut().unwrap().push(second);
+    let response = post_alert(&app, &user, "/api/source_a/alerts", &body).await;
+    let alerts = response["alerts"].as_array().unwrap();
+    assert_eq!(alerts.len(), 2);
+    assert_eq!(alerts[0]["incident_id"], alerts[1]["incident_id"]);
+    assert_eq!(alerts[1]["correlated"], true);
+}
+
+#[tokio::test]
+async fn malformed_payloads_are_400_for_every_source() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    for (source, path) in SOURCES {
+        for body in [json!({}), json!([]), json!("text"), json!({ "unexpected": true })] {
+            let response = app.send_as(&user, Method::POST, path, Some(&body)).await;
+            let error = assert_error(response, 400, "invalid_payload").await;
+            assert!(error["error"].as_str().unwrap().contains(source), "{error}");
+        }
+        let broken = app
+            .client
+            .post(app.url(path))
+            .header("X-User-ID", &user)
+            .header("content-type", "application/json")
+            .body("{\"alerts\": [")
+            .send()
+            .await
+            .unwrap();
+        assert_error(broken, 400, "invalid_json").await;
+    }
+}
+
+#[tokio::test]
+async fn ingestion_needs_an_identity_or_a_token() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let body = fixture("source_c", "firing");
+    let anonymous = app
+        .client
+        .post(app.url("/api/source_c/alerts"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_error(anonymous, 401, "unauthorized").await;
+
+    let created = app
+        .send_as(
+            &user,
+            Method::POST,
+            "/api/ingestion-tokens",
+            Some(&json!({ "name": "host monitor" })),
+        )
+        .await;
+    assert_eq!(created.status(), 201);
+    let created: Value = created.json().await.unwrap();
+    let token = created["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("vgi_"));
+
+    let with_bearer = app
+        .client
+        .post(app.url("/api/source_c/alerts"))
+        .bearer_auth(&token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_bearer.status(), 202);
+    let related = fixture("source_c", "related");
+    let with_query = app
+        .client
+        .post(app.url(&format!("/api/source_c/alerts?token={token}")))
+        .json(&related)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_query.status(), 202);
+    let placed: Value = with_query.json().await.unwrap();
+    assert_eq!(
+        placed["alerts"][0]["correlated"], true,
+        "the token's user owns the incident"
+    );
+    assert_eq!(incidents_of(&app, &user).await.len(), 1);
+
+    let listed: Value = app
+        .send_as(&user, Method::GET, "/api/ingestion-tokens", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["tokens"].as_array().unwrap().len(), 1);
+    assert!(!listed.to_string().contains(&token), "the secret is never listed");
+    let stored: Vec<u8> = sqlx::query_scalar("SELECT token_sha256 FROM ingestion_tokens WHERE user_id = $1")
+        .bind(&user)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(stored, vigil::ingest::tokens::digest(&token), "only a digest is stored");
+
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(
+        app.send_as(&user, Method::DELETE, &format!("/api/ingestion-tokens/{id}"), None)
+            .await
+            .status(),
+        200
+    );
+    let revoked = app
+        .client
+        .post(app.url("/api/source_c/alerts"))
+        .bearer_auth(&token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_error(revoked, 401, "unauthorized").await;
+}
+
+#[tokio::test]
+async fn ingestion_has_its_own_budget_per_source() {
+    let app = spawn_app_with(|config| {
+        config.rate_limit_per_minute = 2;
+        config.ingest_rate_limit_per_minute = 3;
+    })
+    .await;
+    let user = app.new_user().await.id;
+    let body = fixture("source_e", "firing");
+    for n in 0..3 {
+        let response = app
+            .send_as(&user, Method::POST, "/api/source_e/alerts", Some(&body))
+            .await;
+        assert_eq!(response.status(), 202, "alert {n} is not cut by the API budget of 2");
+        assert_eq!(response.headers()["x-ratelimit-limit"], "3");
+    }
+    let refused = app
+        .send_as(&user, Method::POST, "/api/source_e/alerts", Some(&body))
+        .await;
+    assert!(refused.headers().get("retry-after").is_some());
+    assert_error(refused, 429, "rate_limited").await;
+    let other_source = app
+        .send_as(
+            &user,
+            Method::POST,
+            "/api/source_d/webhook",
+            Some(&fixture("source_d", "firing")),
+        )
+        .await;
+    assert_eq!(other_source.status(), 202, "each source has its own budget");
+}
+
+#[tokio::test]
+async fn a_storm_of_one_service_makes_one_incident_and_loses_nothing() {
+    let app = spawn_app_with(|config| config.correlation_max_alerts = 100).await;
+    let user = app.new_user().await.id;
+    let storm = (0..100).map(|n| {
+        let (app, user) = (&app, user.clone());
+        async move {
+            let mut body = fixture("source_a", "firing");
+            body["alerts"][0]["fingerprint"] = json!(format!("{n:016x}"));
+            body["alerts"][0]["startsAt"] = json!(format!("2026-11-20T14:02:{:02}Z", n % 60));
+            app.send_as(&user, Method::POST, "/api/source_a/alerts", Some(&body))
+                .await
+                .status()
+        }
+    });
+    let statuses = futures::future::join_all(storm).await;
+    assert!(statuses.iter().all(|status| *status == 202), "{statuses:?}");
+    let incidents = incidents_of(&app, &user).await;
+    assert_eq!(incidents.len(), 1, "exactly one incident");
+    assert_eq!(incidents[0]["correlatedAlertCount"], 99, "no lost increment");
+}
+
+#[tokio::test]
+async fn past_the_cap_a_storm_opens_a_second_incident_and_still_loses_nothing() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let storm = (0..60).map(|n| {
+        let (app, user) = (&app, user.clone());
+        async move {
+            let mut body = fixture("source_a", "firing");
+            body["alerts"][0]["fingerprint"] = json!(format!("{n:016x}"));
+            app.send_as(&user, Method::POST, "/api/source_a/alerts", Some(&body))
+                .await
+                .status()
+        }
+    });
+    assert!(futures::future::join_all(storm)
+        .await
+        .iter()
+        .all(|status| *status == 202));
+    let incidents = incidents_of(&app, &user).await;
+    let mut counts: Vec<i64> = incidents
+        .iter()
+        .map(|i| i["correlatedAlertCount"].as_i64().unwrap())
+        .collect();
+    counts.sort_unstable();
+    assert_eq!(
+        counts,
+        [8, 50],
+        "the first incident takes 50 correlated alerts, the rest open a second"
+    );
+}
