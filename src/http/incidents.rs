@@ -20,7 +20,7 @@ use crate::{
     auth::IncidentUser,
     error::{AppError, ErrorBody},
     event_store::{execute, load, Actor},
-    extract::{JsonBody, Path},
+    extract::{JsonBody, Path, Query},
     state::AppState,
 };
 
@@ -235,6 +235,12 @@ pub struct IncidentEvents {
     events: Vec<IncidentEventView>,
 }
 
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+pub struct AsOfQuery {
+    /// ISO 8601 time: show the incident as it stood then.
+    as_of: Option<String>,
+}
+
 /// Incident ids are UUIDs; anything else is a 400 (spec).
 fn incident_id(raw: &str) -> Result<Uuid, AppError> {
     Uuid::parse_str(raw.trim())
@@ -260,8 +266,9 @@ async fn list_incidents(State(state): State<AppState>, user: IncidentUser) -> Re
 }
 
 /// One incident with its suggestions, thoughts (chronological), citations (numeric keys, in key
-/// order), correlated alerts and active chat sessions.
-#[utoipa::path(get, path = "/api/incidents/{incident_id}", tag = "incidents", params(("incident_id" = Uuid, Path)),
+/// order), correlated alerts and active chat sessions. With `as_of`, the incident as it stood at
+/// that time (its events up to then, projected afresh).
+#[utoipa::path(get, path = "/api/incidents/{incident_id}", tag = "incidents", params(("incident_id" = Uuid, Path), AsOfQuery),
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = IncidentDetailResponse),
         (status = 400, description = "no user identity, or the id is not a UUID", body = ErrorBody),
@@ -270,18 +277,42 @@ async fn get_incident(
     State(state): State<AppState>,
     user: IncidentUser,
     Path(raw_id): Path<String>,
+    Query(query): Query<AsOfQuery>,
 ) -> Result<Json<IncidentDetailResponse>, AppError> {
     let id = incident_id(&raw_id)?;
-    let row = owned(&state, &user, id).await?;
+    let live = owned(&state, &user, id).await?;
+    let as_of = match query.as_of.as_deref() {
+        None => None,
+        Some(raw) => Some(
+            DateTime::parse_from_rfc3339(raw)
+                .map_err(|_| AppError::bad_request("invalid_query", "as_of must be an ISO 8601 time with an offset"))?
+                .with_timezone(&Utc),
+        ),
+    };
     let db = &state.db;
-    let (payload, suggestions, thoughts, citations, correlated, chats) = tokio::try_join!(
+    let (row, correlated) = match as_of {
+        None => {
+            let correlated = read::correlated_alerts(db, id).await?;
+            (live, correlated)
+        }
+        Some(as_of) => read::as_of(db, &user.id, id, as_of)
+            .await
+            .map_err(|error| AppError::Internal(error.into()))?
+            .ok_or_else(|| AppError::NotFound("the incident did not exist at that time".into()))?,
+    };
+    let (payload, mut suggestions, mut thoughts, mut citations, mut chats) = tokio::try_join!(
         read::opening_payload(db, &user.id, row.source_alert_id),
         read::suggestions(db, id),
         read::thoughts(db, id),
         read::citations(db, id),
-        read::correlated_alerts(db, id),
         sessions::active_for_incident(db, &user.id, id),
     )?;
+    if let Some(as_of) = as_of {
+        suggestions.retain(|s| s.created_at <= as_of);
+        thoughts.retain(|t| t.created_at <= as_of);
+        citations.retain(|c| c.created_at <= as_of);
+        chats.retain(|c| c.created_at <= as_of);
+    }
     let triggered_at = row.started_at;
     let mut incident = IncidentView::from(row);
     incident.alert.triggered_at = Some(triggered_at);

@@ -445,3 +445,72 @@ async fn replay_rebuilds_the_incident_tables() {
         "same rows but for their generated ids"
     );
 }
+
+#[tokio::test]
+async fn as_of_shows_the_incident_as_it_stood_then() {
+    let app = spawn_app().await;
+    let (user, id) = user_with_incident(&app, "source_d", "/api/source_d/webhook").await;
+    post_alert(&app, &user, "/api/source_d/webhook", &fixture("source_d", "related")).await;
+    patch(
+        &app,
+        &user,
+        &id,
+        json!({ "status": "analyzed", "summary": "cart-service saturation" }),
+    )
+    .await;
+
+    let history: Value = app
+        .send_as(&user, Method::GET, &format!("/api/incidents/{id}/events"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let opened_at = history["events"][0]["recorded_at"].as_str().unwrap().to_owned();
+    let at_opening: Value = app
+        .send_as(
+            &user,
+            Method::GET,
+            &format!("/api/incidents/{id}?as_of={opened_at}"),
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let then = &at_opening["incident"];
+    assert_eq!(then["status"], "investigating");
+    assert_eq!(then["correlatedAlertCount"], 0);
+    assert_eq!(then["correlatedAlerts"], json!([]));
+    assert!(then["summary"].is_null());
+
+    let now = detail(&app, &user, &id).await;
+    assert_eq!(now["status"], "analyzed");
+    assert_eq!(now["correlatedAlertCount"], 1);
+    let live = vigil_projections::incidents::find_incident(&app.db, &user, id.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        live.unwrap().status,
+        "analyzed",
+        "the scratch projection left the live tables alone"
+    );
+
+    let before = app
+        .send_as(
+            &user,
+            Method::GET,
+            &format!("/api/incidents/{id}?as_of=2000-01-01T00:00:00Z"),
+            None,
+        )
+        .await;
+    assert_error(before, 404, "not_found").await;
+    let garbage = app
+        .send_as(
+            &user,
+            Method::GET,
+            &format!("/api/incidents/{id}?as_of=yesterday"),
+            None,
+        )
+        .await;
+    assert_error(garbage, 400, "invalid_query").await;
+}

@@ -158,6 +158,42 @@ impl ReadModel<Incident> for IncidentsReadModel {
     }
 }
 
+/// The incident as it stood at `as_of`: its events recorded up to then, applied by this very
+/// projection to scratch copies of its tables (temporary tables shadow the real ones inside one
+/// transaction, which is rolled back). `None` when the incident did not exist yet.
+pub async fn as_of(
+    db: &sqlx::PgPool,
+    user_id: &str,
+    id: Uuid,
+    as_of: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<(IncidentRow, Vec<CorrelatedAlertRow>)>, ProjectionError> {
+    let mut tx = db.begin().await?;
+    for table in ["incidents", "correlated_alerts"] {
+        sqlx::query(&format!(
+            "CREATE TEMPORARY TABLE {table} (LIKE public.{table} INCLUDING DEFAULTS) ON COMMIT DROP"
+        ))
+        .execute(&mut *tx)
+        .await?;
+    }
+    let events: Vec<crate::StoredEvent> = sqlx::query_as(&format!(
+        "{} WHERE aggregate_type = 'Incident' AND aggregate_id = $1 AND recorded_at <= $2 ORDER BY sequence",
+        crate::StoredEvent::SELECT
+    ))
+    .bind(id.to_string())
+    .bind(as_of)
+    .fetch_all(&mut *tx)
+    .await?;
+    for event in &events {
+        IncidentsReadModel
+            .apply(&mut tx, &event.envelope::<Incident>()?)
+            .await?;
+    }
+    let incident = find_incident(&mut *tx, user_id, id).await?;
+    let correlated = correlated_alerts(&mut *tx, id).await?;
+    tx.rollback().await?;
+    Ok(incident.map(|incident| (incident, correlated)))
+}
+
 /// Records correlated alerts and folds them into the incident's count, services and last alert time.
 async fn add_alerts(
     conn: &mut PgConnection,

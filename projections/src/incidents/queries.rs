@@ -54,7 +54,11 @@ pub async fn list_incidents(db: &PgPool, user_id: &str) -> sqlx::Result<Vec<Inci
     .await
 }
 
-pub async fn find_incident(db: &PgPool, user_id: &str, id: Uuid) -> sqlx::Result<Option<IncidentRow>> {
+pub async fn find_incident(
+    db: impl sqlx::PgExecutor<'_>,
+    user_id: &str,
+    id: Uuid,
+) -> sqlx::Result<Option<IncidentRow>> {
     sqlx::query_as(&format!(
         "SELECT {INCIDENT_COLUMNS} FROM incidents i LEFT JOIN incidents target ON target.id = i.merged_into_incident_id
          WHERE i.id = $1 AND i.user_id = $2"
@@ -92,7 +96,10 @@ pub struct CorrelatedAlertRow {
     pub received_at: DateTime<Utc>,
 }
 
-pub async fn correlated_alerts(db: &PgPool, incident_id: Uuid) -> sqlx::Result<Vec<CorrelatedAlertRow>> {
+pub async fn correlated_alerts(
+    db: impl sqlx::PgExecutor<'_>,
+    incident_id: Uuid,
+) -> sqlx::Result<Vec<CorrelatedAlertRow>> {
     sqlx::query_as(
         "SELECT id, incident_id, source_type, source_alert_id, alert_title, alert_service, alert_severity,
                 correlation_strategy, correlation_score, correlation_details, alert_metadata, fired_at, received_at
