@@ -5,9 +5,14 @@
 //!   cargo bench --bench http_load            (DATABASE_URL: a PostgreSQL server; `make bench` sets it)
 //!   LOAD_SECONDS=10 LOAD_CONCURRENCY=64 cargo bench --bench http_load
 //!
-//! Scenarios: `liveness` (baseline: the cheapest route through the whole middleware stack) and
-//! `session_create_get` (POST /chat_api/sessions, then GET it: one command through the event
-//! store and projection, one read).
+//! Scenarios (`LOAD_SCENARIOS=liveness,sessions,ingest,pgbench`, all by default):
+//! - `liveness`: baseline, the cheapest route through the whole middleware stack;
+//! - `sessions`: POST /chat_api/sessions then GET it (one command through the event store and
+//!   projection, one read);
+//! - `ingest`: sustained alert ingestion, one tenant per worker, source_a notifications on ten
+//!   services so that alerts both open and join incidents;
+//! - `pgbench`: the baseline for `ingest`, pgbench inserting single JSON rows into the same
+//!   PostgreSQL with as many clients, for as long.
 
 use std::{
     str::FromStr,
@@ -141,7 +146,21 @@ async fn main() {
         .unwrap();
     let user_id = user["id"].as_str().unwrap().to_owned();
     let duration = Duration::from_secs(seconds);
+    let scenarios = std::env::var("LOAD_SCENARIOS").unwrap_or_else(|_| "liveness,sessions,ingest,pgbench".into());
+    let wanted = |name: &str| scenarios.split(',').any(|scenario| scenario.trim() == name);
     println!("http_load: {concurrency} workers, {seconds} s per scenario, release build, in-process cache");
+
+    if wanted("ingest") || wanted("pgbench") {
+        run_ingest_scenarios(&base, &url, concurrency, duration, wanted("ingest"), wanted("pgbench")).await;
+    }
+    if !wanted("liveness") && !wanted("sessions") {
+        shutdown.cancel();
+        let _ = server_task.await;
+        let _ = sqlx::query(&format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#))
+            .execute(&mut conn)
+            .await;
+        return;
+    }
 
     let liveness_url = format!("{base}/health/liveness");
     let mut baseline = drive(concurrency, duration, move |client| {
@@ -192,4 +211,126 @@ async fn main() {
     let _ = sqlx::query(&format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#))
         .execute(&mut conn)
         .await;
+}
+
+/// Sustained ingestion against a pgbench single-row-insert baseline on the same database.
+async fn run_ingest_scenarios(
+    base: &str,
+    db_url: &reqwest::Url,
+    concurrency: usize,
+    duration: Duration,
+    ingest: bool,
+    pgbench: bool,
+) {
+    let mut ingest_rate = None;
+    if ingest {
+        let client = reqwest::Client::new();
+        let mut users = Vec::new();
+        for n in 0..concurrency {
+            let user: Value = client
+                .post(format!("{base}/api/auth/register"))
+                .json(&json!({ "email": format!("tenant{n}@example.com"), "password": "load test password" }))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            users.push(user["id"].as_str().unwrap().to_owned());
+        }
+        let users = Arc::new(users);
+        let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let url = format!("{base}/api/source_a/alerts");
+        let mut outcome = drive(concurrency, duration, move |client| {
+            let (url, users, next) = (url.clone(), users.clone(), next.clone());
+            async move {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let user = &users[(n as usize) % users.len()];
+                let service = format!("service-{}", n % 10);
+                let fired = chrono::DateTime::from_timestamp(1_795_000_000 + (n as i64) * 7, 0).unwrap();
+                let body = json!({ "status": "firing", "alerts": [{
+                    "status": "firing",
+                    "fingerprint": format!("{n:016x}"),
+                    "labels": { "alertname": format!("HighLatency{}", n % 3), "service": service, "severity": "critical" },
+                    "annotations": { "summary": format!("{service} p99 latency above 2s") },
+                    "startsAt": fired.to_rfc3339(),
+                    "endsAt": "0001-01-01T00:00:00Z"
+                }]});
+                let response = client.post(&url).header("X-User-ID", user).json(&body).send().await;
+                (1, response.is_ok_and(|r| r.status() == reqwest::StatusCode::ACCEPTED))
+            }
+        })
+        .await;
+        println!(
+            "{:>20}: {:>9.0} alerts/s  p50 {:>7.2} ms  p99 {:>7.2} ms  ({} alerts, {} failed)",
+            "ingest source_a",
+            outcome.per_second(),
+            outcome.percentile_ms(0.50),
+            outcome.percentile_ms(0.99),
+            outcome.requests,
+            outcome.errors
+        );
+        ingest_rate = Some(outcome.per_second());
+    }
+    if pgbench {
+        match pgbench_inserts_per_second(db_url, concurrency, duration) {
+            Ok(tps) => {
+                println!(
+                    "{:>20}: {:>9.0} inserts/s (single-row JSON insert, {concurrency} clients)",
+                    "pgbench baseline", tps
+                );
+                if let Some(rate) = ingest_rate {
+                    println!(
+                        "ratio: ingestion alerts/s = {:.3} × pgbench single-row inserts/s",
+                        rate / tps
+                    );
+                }
+            }
+            Err(error) => println!("pgbench baseline skipped: {error}"),
+        }
+    }
+}
+
+fn pgbench_inserts_per_second(db_url: &reqwest::Url, clients: usize, duration: Duration) -> Result<f64, String> {
+    let dir = std::env::temp_dir().join(format!("vigil-pgbench-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let script = dir.join("insert.sql");
+    std::fs::write(
+        &script,
+        "INSERT INTO pgbench_baseline (payload) VALUES ('{\"status\": \"firing\", \"service\": \"checkout-api\"}');\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let psql = std::process::Command::new("psql")
+        .arg(db_url.as_str())
+        .args(["-q", "-c", "CREATE TABLE IF NOT EXISTS pgbench_baseline (id bigserial PRIMARY KEY, payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"])
+        .output()
+        .map_err(|e| format!("psql: {e}"))?;
+    if !psql.status.success() {
+        return Err(String::from_utf8_lossy(&psql.stderr).into_owned());
+    }
+    let output = std::process::Command::new("pgbench")
+        .args([
+            "-n",
+            "-j",
+            "2",
+            "-c",
+            &clients.to_string(),
+            "-T",
+            &duration.as_secs().to_string(),
+            "-f",
+        ])
+        .arg(&script)
+        .arg(db_url.as_str())
+        .output()
+        .map_err(|e| format!("pgbench: {e}"))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .find_map(|line| line.strip_prefix("tps = ")?.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "no tps in pgbench output: {text} {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
 }
