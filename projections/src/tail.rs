@@ -77,8 +77,41 @@ impl Tail {
         }
     }
 
-    /// Applies every event that is safe to read now; returns how many it handed over.
+    /// Applies every event that is safe to read now; returns how many it handed over. Waits for
+    /// any other reader of this consumer (another instance's tail, a replay) to finish first.
     pub async fn catch_up(&self) -> Result<u64, ProjectionError> {
+        let _reading = self.exclusive(Wait::Yes).await?;
+        self.read_available().await
+    }
+
+    /// Holds the consumer's reading lock for as long as the returned transaction lives, so that
+    /// only one tail (in any instance) or replay moves a checkpoint at a time. `None` when
+    /// `Wait::No` and someone else holds it.
+    async fn exclusive(
+        &self,
+        wait: Wait,
+    ) -> Result<Option<sqlx::Transaction<'static, sqlx::Postgres>>, ProjectionError> {
+        let mut lock = self.pool.begin().await?;
+        let key = format!("event-consumer/{}", self.consumer.name());
+        let held = match wait {
+            Wait::Yes => {
+                sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                    .bind(key)
+                    .execute(&mut *lock)
+                    .await?;
+                true
+            }
+            Wait::No => {
+                sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))")
+                    .bind(key)
+                    .fetch_one(&mut *lock)
+                    .await?
+            }
+        };
+        Ok(held.then_some(lock))
+    }
+
+    async fn read_available(&self) -> Result<u64, ProjectionError> {
         let mut handed_over = 0;
         loop {
             let (transaction_id, position) = self.checkpoint().await?;
@@ -111,7 +144,13 @@ impl Tail {
     pub async fn run(self, wake: Arc<Notify>, poll: Duration, shutdown: CancellationToken) {
         let mut failures = 0u32;
         loop {
-            let pause = match self.catch_up().await {
+            let round = async {
+                match self.exclusive(Wait::No).await? {
+                    Some(_reading) => self.read_available().await,
+                    None => Ok(0), // another instance is reading this consumer
+                }
+            };
+            let pause = match round.await {
                 Ok(_) => {
                     failures = 0;
                     poll
@@ -181,11 +220,18 @@ impl Tail {
     }
 }
 
+#[derive(Clone, Copy)]
+enum Wait {
+    Yes,
+    No,
+}
+
 /// Rebuilds a consumer from the whole event store: forget, then read again every event that
 /// exists when the replay starts. Events become readable only once every older transaction in
 /// the cluster has ended, so this waits (up to `REPLAY_PATIENCE`) for stragglers.
 pub async fn replay(pool: &PgPool, consumer: Arc<dyn EventConsumer>) -> Result<u64, ProjectionError> {
     let tail = Tail::new(pool.clone(), consumer.clone());
+    let _reading = tail.exclusive(Wait::Yes).await?;
     let last_position: i64 =
         sqlx::query_scalar("SELECT COALESCE(max(global_position), 0) FROM events WHERE aggregate_type = $1")
             .bind(consumer.aggregate_type())
@@ -196,7 +242,7 @@ pub async fn replay(pool: &PgPool, consumer: Arc<dyn EventConsumer>) -> Result<u
     let deadline = tokio::time::Instant::now() + REPLAY_PATIENCE;
     let mut handed_over = 0;
     loop {
-        handed_over += tail.catch_up().await?;
+        handed_over += tail.read_available().await?;
         if tail.has_read_through(last_position).await? {
             return Ok(handed_over);
         }
