@@ -68,15 +68,16 @@ pub fn overall(checks: &BTreeMap<&'static str, Check>) -> HealthStatus {
 }
 
 pub async fn full_report(state: &AppState) -> BTreeMap<&'static str, Check> {
-    let (database, cache, chatbot) = tokio::join!(
+    let (database, cache, vector_store, chatbot) = tokio::join!(
         bounded(check_database(state)),
         bounded(check_cache(state)),
+        bounded(check_vector_store(state)),
         check_chatbot_websocket(state.websocket_addr, state.config.health_ws_timeout()),
     );
     BTreeMap::from([
         ("database", database),
         ("cache", cache),
-        ("vector_store", check_vector_store()),
+        ("vector_store", vector_store),
         ("task_queue", check_task_queue()),
         ("chatbot_websocket", chatbot),
     ])
@@ -117,11 +118,17 @@ async fn check_cache(state: &AppState) -> Check {
     }
 }
 
-fn check_vector_store() -> Check {
-    Check::degraded(
-        "no vector store is configured",
-        "similarity search is not built yet; it arrives with incident correlation",
-    )
+/// The default vector store lives in PostgreSQL: it answers when its table does.
+async fn check_vector_store(state: &AppState) -> Check {
+    match sqlx::query_scalar::<_, i64>("SELECT count(*) FROM embeddings")
+        .fetch_one(&state.db)
+        .await
+    {
+        Ok(vectors) => Check::healthy(format!(
+            "in-database vector store answered ({vectors} vectors, built-in embedding)"
+        )),
+        Err(error) => Check::unhealthy(format!("vector store unreachable: {}", database_error_summary(&error))),
+    }
 }
 
 fn check_task_queue() -> Check {

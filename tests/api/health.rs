@@ -14,7 +14,7 @@ async fn liveness_is_alive() {
 }
 
 #[tokio::test]
-async fn health_reports_five_checks_and_is_degraded_while_subsystems_are_missing() {
+async fn health_reports_five_checks_and_is_degraded_while_the_task_queue_is_missing() {
     let app = spawn_app().await;
     let response = app.get("/health").await;
     assert_eq!(response.status(), 200, "degraded is still 200");
@@ -30,6 +30,7 @@ async fn health_reports_five_checks_and_is_degraded_while_subsystems_are_missing
     assert!(checks["database"]["message"].is_string());
     assert_eq!(checks["cache"]["status"], "healthy");
     assert_eq!(checks["chatbot_websocket"]["status"], "healthy", "{body}");
+    assert_eq!(checks["vector_store"]["status"], "healthy");
     assert_eq!(checks["task_queue"]["status"], "degraded");
     assert!(checks["task_queue"]["warning"].is_string());
     assert!(checks["task_queue"]["message"]
