@@ -1,5 +1,6 @@
 //! vigil: the backend of an AI site-reliability agent.
 
+pub mod analysis;
 pub mod app;
 pub mod auth;
 pub mod cache;
