@@ -12,7 +12,7 @@ use axum::{
 };
 use cqrs_es::AggregateError;
 use serde::Serialize;
-use vigil_aggregates::{chat_session::ChatSessionError, incident::IncidentError};
+use vigil_aggregates::{chat_session::ChatSessionError, incident::IncidentError, incident_analysis::AnalysisError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -114,6 +114,18 @@ impl From<AggregateError<IncidentError>> for AppError {
                 }
                 IncidentError::Invalid(message) => Self::invalid(message),
             },
+            other => aggregate_failure(other),
+        }
+    }
+}
+
+impl From<AggregateError<AnalysisError>> for AppError {
+    fn from(error: AggregateError<AnalysisError>) -> Self {
+        match error {
+            AggregateError::UserError(AnalysisError::Invalid(message)) => Self::invalid(message),
+            AggregateError::UserError(duplicate @ AnalysisError::DuplicateCitation(_)) => {
+                Self::Conflict(duplicate.to_string())
+            }
             other => aggregate_failure(other),
         }
     }

@@ -9,9 +9,10 @@ use rand::Rng;
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use vigil_aggregates::{chat_session::ChatSession, incident::Incident};
+use vigil_aggregates::{chat_session::ChatSession, incident::Incident, incident_analysis::IncidentAnalysis};
 use vigil_projections::{
-    chat_sessions::ChatSessionsReadModel, incidents::IncidentsReadModel, EventConsumer, Projector, Tail,
+    chat_sessions::ChatSessionsReadModel, incident_analysis::IncidentAnalysisReadModel, incidents::IncidentsReadModel,
+    EventConsumer, Projector, Tail,
 };
 
 /// How often a command is retried after losing an optimistic-concurrency race.
@@ -21,11 +22,13 @@ pub const TAIL_POLL: Duration = Duration::from_millis(500);
 
 pub type ChatSessions = PostgresCqrs<ChatSession>;
 pub type Incidents = PostgresCqrs<Incident>;
+pub type Analyses = PostgresCqrs<IncidentAnalysis>;
 
 #[derive(Clone)]
 pub struct EventStore {
     pub chat_sessions: Arc<ChatSessions>,
     pub incidents: Arc<Incidents>,
+    pub analyses: Arc<Analyses>,
     /// Every projection and reactor, each fed by its own tail.
     pub consumers: Vec<Arc<dyn EventConsumer>>,
 }
@@ -42,12 +45,20 @@ impl EventStore {
             vec![Box::new(Projector::new(db.clone(), IncidentsReadModel))],
             (),
         );
+        let analyses = postgres_es::postgres_cqrs(
+            db.clone(),
+            vec![Box::new(Projector::new(db.clone(), IncidentAnalysisReadModel))],
+            (),
+        );
         Self {
             chat_sessions: Arc::new(chat_sessions),
             incidents: Arc::new(incidents),
-            // Incidents first: other read models refer to them.
+            analyses: Arc::new(analyses),
+            // Incidents first: other read models refer to them (and replaying incidents empties
+            // the analysis tables, which the analysis projection then rebuilds).
             consumers: vec![
                 Arc::new(Projector::new(db.clone(), IncidentsReadModel)),
+                Arc::new(Projector::new(db.clone(), IncidentAnalysisReadModel)),
                 Arc::new(Projector::new(db.clone(), ChatSessionsReadModel)),
             ],
         }

@@ -4,3 +4,4 @@
 pub mod chat_session;
 pub mod correlation;
 pub mod incident;
+pub mod incident_analysis;

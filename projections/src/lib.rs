@@ -4,6 +4,7 @@
 
 pub mod chat_sessions;
 mod error;
+pub mod incident_analysis;
 pub mod incidents;
 mod projector;
 mod tail;

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use super::commands::{classify, Risk};
+use vigil_aggregates::incident_analysis::{classify, Risk};
 
 pub const DISCLAIMER: &str =
     "Written by vigil's built-in analyst (no language model is configured): it reasons only from \

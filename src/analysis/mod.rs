@@ -2,4 +2,3 @@
 //! what the service knows about an incident into thoughts, suggestions and a summary.
 
 pub mod analyst;
-pub mod commands;

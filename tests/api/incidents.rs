@@ -514,3 +514,121 @@ async fn as_of_shows_the_incident_as_it_stood_then() {
         .await;
     assert_error(garbage, 400, "invalid_query").await;
 }
+
+#[tokio::test]
+async fn analysis_products_appear_in_the_detail_and_survive_replay() {
+    use vigil::event_store::{execute, Actor};
+    use vigil_aggregates::incident_analysis::{
+        AnalysisCommand, Citation, Risk, Suggestion, SuggestionKind, ThoughtKind,
+    };
+
+    let app = spawn_app().await;
+    let (user, id) = user_with_incident(&app, "source_f", "/api/source_f/deployment").await;
+    let incident_id: uuid::Uuid = id.parse().unwrap();
+    let analyses = &app.state.events.analyses;
+    let run = |command| execute(analyses, &id, command, Actor::System("analysis"));
+    let at = |second: u32| chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 20, 18, 0, second).unwrap();
+    for (second, kind, content) in [
+        (1, ThoughtKind::Analysis, "first"),
+        (2, ThoughtKind::Hypothesis, "second"),
+        (3, ThoughtKind::Conclusion, "third"),
+    ] {
+        run(AnalysisCommand::RecordThought {
+            incident_id,
+            kind,
+            content: content.into(),
+            at: at(second),
+        })
+        .await
+        .unwrap();
+    }
+    for key in ["10", "2", "note", "1"] {
+        let citation = Citation {
+            key: key.into(),
+            tool_name: Some("kubectl".into()),
+            command: None,
+            output: format!("output {key}"),
+            executed_at: None,
+        };
+        run(AnalysisCommand::RecordCitation {
+            incident_id,
+            citation,
+            at: at(4),
+        })
+        .await
+        .unwrap();
+    }
+    let duplicate = Citation {
+        key: "2".into(),
+        tool_name: None,
+        command: None,
+        output: "again".into(),
+        executed_at: None,
+    };
+    assert!(run(AnalysisCommand::RecordCitation {
+        incident_id,
+        citation: duplicate,
+        at: at(5)
+    })
+    .await
+    .is_err());
+    let rollback = Suggestion {
+        title: "Roll back inventory-service".into(),
+        description: None,
+        kind: SuggestionKind::Mitigation,
+        risk: Risk::Safe,
+        command: Some("kubectl rollout undo deployment/inventory-service".into()),
+    };
+    run(AnalysisCommand::ProposeSuggestion {
+        incident_id,
+        suggestion: rollback,
+        at: at(6),
+    })
+    .await
+    .unwrap();
+
+    let incident = detail(&app, &user, &id).await;
+    let thoughts: Vec<&str> = incident["streamingThoughts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(thoughts, ["first", "second", "third"]);
+    assert_eq!(incident["streamingThoughts"][1]["type"], "hypothesis");
+    let keys: Vec<&str> = incident["citations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["1", "2", "10"], "numeric keys only, in key order");
+    assert_eq!(incident["suggestions"][0]["risk"], "high", "a rollback is never safe");
+    assert_eq!(incident["suggestions"][0]["type"], "mitigation");
+
+    app.state.events.replay(&app.db, None).await.unwrap();
+    let rebuilt = detail(&app, &user, &id).await;
+    for field in [
+        "streamingThoughts",
+        "citations",
+        "suggestions",
+        "correlatedAlerts",
+        "status",
+        "updatedAt",
+    ] {
+        let strip = |value: &Value| {
+            let mut value = value.clone();
+            if let Some(items) = value.as_array_mut() {
+                for item in items {
+                    item.as_object_mut().map(|o| o.remove("id"));
+                }
+            }
+            value
+        };
+        assert_eq!(
+            strip(&rebuilt[field]),
+            strip(&incident[field]),
+            "{field} after a full replay"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! How risky a proposed shell command is. Anything not known to be read-only is at least
 //! `medium`; destructive verbs are `high`. A command is never called safe by default.
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Risk {
     /// Read-only.
