@@ -93,6 +93,9 @@ impl Application {
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         tracing::info!(http = %self.http_addr(), websocket = %self.ws_addr(), "vigil listening");
         self.state.events.spawn_tails(&self.state.db, &shutdown);
+        if self.state.config.run_workers {
+            tokio::spawn(run_worker(self.state.clone(), shutdown.clone()));
+        }
         let websocket = tokio::spawn(ws::serve(self.ws_listener, self.state.clone(), shutdown.clone()));
         let router = http::router(self.state);
         axum::serve(
@@ -106,4 +109,29 @@ impl Application {
         websocket.await.context("WebSocket listener task failed")?;
         Ok(())
     }
+}
+
+/// Runs a background job worker with every job handler until `shutdown`.
+pub async fn run_worker(state: AppState, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let config = crate::jobs::WorkerConfig {
+        concurrency: usize::from(state.config.worker_concurrency),
+        ..Default::default()
+    };
+    let worker = crate::jobs::Worker::new(state.db.clone(), config)?
+        .with_handler(crate::analysis::rca::RcaHandler { state: state.clone() })?;
+    tracing::info!(worker = worker.id(), "job worker running");
+    worker.run(shutdown).await.context("job worker failed")
+}
+
+/// A process that only tails events and runs jobs (`vigil worker`): no listeners.
+pub async fn run_worker_process(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let app = Application::build(Config {
+        http_port: 0,
+        ws_port: 0,
+        bind_address: std::net::Ipv4Addr::LOCALHOST.into(),
+        ..config
+    })
+    .await?;
+    app.state.events.spawn_tails(&app.state.db, &shutdown);
+    run_worker(app.state, shutdown).await
 }

@@ -114,6 +114,14 @@ pub struct Config {
     #[arg(long, env = "REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
 
+    /// Run background job workers inside `vigil serve` (set false when `vigil worker` processes run them).
+    #[arg(long, env = "RUN_WORKERS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub run_workers: bool,
+
+    /// Jobs one worker runs at once.
+    #[arg(long, env = "WORKER_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub worker_concurrency: u16,
+
     /// Requests per minute per user and per source on the alert ingestion endpoints.
     #[arg(long, env = "INGEST_RATE_LIMIT_PER_MINUTE", default_value_t = 1200)]
     pub ingest_rate_limit_per_minute: u32,

@@ -29,8 +29,11 @@ pub struct EventStore {
     pub chat_sessions: Arc<ChatSessions>,
     pub incidents: Arc<Incidents>,
     pub analyses: Arc<Analyses>,
-    /// Every projection and reactor, each fed by its own tail.
+    /// Every projection, each fed by its own tail; `vigil replay` rebuilds these.
     pub consumers: Vec<Arc<dyn EventConsumer>>,
+    /// Process managers that react to events (enqueue jobs), each fed by its own tail. Never
+    /// replayed: their effects are not theirs to undo.
+    pub reactors: Vec<Arc<dyn EventConsumer>>,
 }
 
 impl EventStore {
@@ -61,10 +64,11 @@ impl EventStore {
                 Arc::new(Projector::new(db.clone(), IncidentAnalysisReadModel)),
                 Arc::new(Projector::new(db.clone(), ChatSessionsReadModel)),
             ],
+            reactors: vec![Arc::new(crate::analysis::rca::RcaReactor { db: db.clone() })],
         }
     }
 
-    /// Starts one tail per consumer and the listener that wakes them on every append.
+    /// Starts one tail per projection and reactor, and the listener that wakes them on every append.
     pub fn spawn_tails(&self, db: &PgPool, shutdown: &CancellationToken) {
         let wake = Arc::new(Notify::new());
         tokio::spawn(vigil_projections::listen_for_appends(
@@ -72,7 +76,7 @@ impl EventStore {
             wake.clone(),
             shutdown.clone(),
         ));
-        for consumer in &self.consumers {
+        for consumer in self.consumers.iter().chain(&self.reactors) {
             let tail = Tail::new(db.clone(), consumer.clone());
             tokio::spawn(tail.run(wake.clone(), TAIL_POLL, shutdown.clone()));
         }

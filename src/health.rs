@@ -68,17 +68,18 @@ pub fn overall(checks: &BTreeMap<&'static str, Check>) -> HealthStatus {
 }
 
 pub async fn full_report(state: &AppState) -> BTreeMap<&'static str, Check> {
-    let (database, cache, vector_store, chatbot) = tokio::join!(
+    let (database, cache, vector_store, task_queue, chatbot) = tokio::join!(
         bounded(check_database(state)),
         bounded(check_cache(state)),
         bounded(check_vector_store(state)),
+        bounded(check_task_queue(state)),
         check_chatbot_websocket(state.websocket_addr, state.config.health_ws_timeout()),
     );
     BTreeMap::from([
         ("database", database),
         ("cache", cache),
         ("vector_store", vector_store),
-        ("task_queue", check_task_queue()),
+        ("task_queue", task_queue),
         ("chatbot_websocket", chatbot),
     ])
 }
@@ -131,11 +132,21 @@ async fn check_vector_store(state: &AppState) -> Check {
     }
 }
 
-fn check_task_queue() -> Check {
-    Check::degraded(
-        "0 active workers",
-        "no task queue workers are active (the job queue is not built yet)",
-    )
+/// Workers whose heartbeat is this recent count as live.
+const LIVE_WORKER_WINDOW: Duration = Duration::from_secs(30);
+
+async fn check_task_queue(state: &AppState) -> Check {
+    match crate::jobs::live_workers(&state.db, LIVE_WORKER_WINDOW).await {
+        Ok(0) => Check::degraded(
+            "0 active workers",
+            "no task queue worker is active: background jobs wait until one starts",
+        ),
+        Ok(workers) => Check::healthy(format!(
+            "{workers} active worker{}",
+            if workers == 1 { "" } else { "s" }
+        )),
+        Err(error) => Check::unhealthy(format!("task queue unreachable: {error}")),
+    }
 }
 
 /// Connects to the service's own chat socket, sends `init`, and needs the first answer in time.

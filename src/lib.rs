@@ -12,6 +12,7 @@ pub mod extract;
 pub mod health;
 pub mod http;
 pub mod ingest;
+pub mod jobs;
 pub mod metrics;
 pub mod rate_limit;
 pub mod state;

@@ -15,6 +15,8 @@ struct Cli {
 enum Command {
     /// Serve the HTTP API and the WebSocket channel (the default).
     Serve,
+    /// Run background jobs and event reactors only (no HTTP or WebSocket listener).
+    Worker,
     /// Apply database migrations and exit.
     Migrate,
     /// Truncate read tables and rebuild them from the event store, then exit.
@@ -34,6 +36,11 @@ async fn main() -> anyhow::Result<()> {
             let shutdown = CancellationToken::new();
             tokio::spawn(stop_on_signal(shutdown.clone()));
             Application::build(cli.config).await?.run_until_stopped(shutdown).await
+        }
+        Command::Worker => {
+            let shutdown = CancellationToken::new();
+            tokio::spawn(stop_on_signal(shutdown.clone()));
+            vigil::app::run_worker_process(cli.config, shutdown).await
         }
         Command::Migrate => {
             migrated_pool(&cli.config).await?;

@@ -376,7 +376,15 @@ fn suggestions(
         .unwrap_or_default();
     let mut out = Vec::new();
     let mut propose = |title: String, description: String, kind: &'static str, command: Option<String>| {
-        let risk = command.as_deref().map_or(Risk::Medium, classify);
+        // Without a command the kind decides: looking is safe, changing is not.
+        let risk = command.as_deref().map_or(
+            if matches!(kind, "diagnostic" | "investigation") {
+                Risk::Safe
+            } else {
+                Risk::Medium
+            },
+            classify,
+        );
         out.push(Suggestion {
             title,
             description,

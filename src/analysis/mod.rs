@@ -2,3 +2,4 @@
 //! what the service knows about an incident into thoughts, suggestions and a summary.
 
 pub mod analyst;
+pub mod rca;

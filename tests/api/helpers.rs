@@ -34,6 +34,12 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
 
+/// An app whose background jobs never run (they wait in the queue), for tests that assert an
+/// exact event history and would otherwise race with automatic analysis.
+pub async fn spawn_app_without_workers() -> TestApp {
+    spawn_app_with(|config| config.run_workers = false).await
+}
+
 /// Like [`spawn_app`], letting the test adjust the configuration first.
 pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     init_test_logging();

@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::{
-    helpers::{assert_error, spawn_app, TestApp},
+    helpers::{assert_error, spawn_app_without_workers, TestApp},
     ingestion::{fixture, post_alert},
 };
 
@@ -31,7 +31,7 @@ async fn patch(app: &TestApp, user: &str, id: &str, body: Value) -> reqwest::Res
 
 #[tokio::test]
 async fn list_and_detail_have_the_spec_shape() {
-    let app = spawn_app().await;
+    let app = spawn_app_without_workers().await;
     let (user, id) = user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
     let list: Value = app
         .send_as(&user, Method::GET, "/api/incidents", None)
@@ -80,7 +80,7 @@ async fn list_and_detail_have_the_spec_shape() {
 
 #[tokio::test]
 async fn identity_and_id_errors() {
-    let app = spawn_app().await;
+    let app = spawn_app_without_workers().await;
     let (user, id) = user_with_incident(&app, "source_d", "/api/source_d/webhook").await;
     for (method, path) in [
         (Method::GET, "/api/incidents".to_owned()),
@@ -126,7 +126,7 @@ async fn identity_and_id_errors() {
 
 #[tokio::test]
 async fn other_users_cannot_see_patch_or_merge() {
-    let app = spawn_app().await;
+    let app = spawn_app_without_workers().await;
     let (owner, id) = user_with_incident(&app, "source_b", "/api/source_b/webhook").await;
     let (intruder, own_id) = user_with_incident(&app, "source_c", "/api/source_c/alerts").await;
     assert_error(
@@ -170,7 +170,7 @@ async fn other_users_cannot_see_patch_or_merge() {
 
 #[tokio::test]
 async fn patch_validation_table() {
-    let app = spawn_app().await;
+    let app = spawn_app_without_workers().await;
     let (user, id) = user_with_incident(&app, "source_e", "/api/source_e/alerts").await;
     let empty = app
         .client
@@ -199,7 +199,7 @@ async fn patch_validation_table() {
 
 #[tokio::test]
 async fn patch_transitions_and_side_effects() {
-    let app = spawn_app().await;
+    let app = spawn_app_without_workers().await;
     let (user, id) = user_with_incident(&app, "source_h", "/api/source_h/problems").await;
     let before = detail(&app, &user, &id).await;
 
@@ -266,7 +266,7 @@ async fn patch_transitions_and_side_effects() {
 
 #[tokio::test]
 async fn merge_moves_the_source_into_the_target() {
-    let app = spawn_app().await;
+    let app = spawn_app_without_workers().await;
     let user = app.new_user().await.id;
     let target = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await["alerts"][0]
         ["incident_id"]
@@ -362,7 +362,7 @@ async fn merge_moves_the_source_into_the_target() {
 
 #[tokio::test]
 async fn the_event_history_names_its_actors() {
-    let app = spawn_app().await;
+    let app = spawn_app_without_workers().await;
     let (user, id) = user_with_incident(&app, "source_i", "/api/source_i/webhook").await;
     post_alert(&app, &user, "/api/source_i/webhook", &fixture("source_i", "related")).await;
     patch(&app, &user, &id, json!({ "status": "analyzed" })).await;
@@ -398,7 +398,7 @@ async fn the_event_history_names_its_actors() {
 
 #[tokio::test]
 async fn replay_rebuilds_the_incident_tables() {
-    let app = spawn_app().await;
+    let app = spawn_app_without_workers().await;
     let (user, id) = user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
     post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "related")).await;
     post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "resolved")).await;
@@ -448,7 +448,7 @@ async fn replay_rebuilds_the_incident_tables() {
 
 #[tokio::test]
 async fn as_of_shows_the_incident_as_it_stood_then() {
-    let app = spawn_app().await;
+    let app = spawn_app_without_workers().await;
     let (user, id) = user_with_incident(&app, "source_d", "/api/source_d/webhook").await;
     post_alert(&app, &user, "/api/source_d/webhook", &fixture("source_d", "related")).await;
     patch(
@@ -522,7 +522,7 @@ async fn analysis_products_appear_in_the_detail_and_survive_replay() {
         AnalysisCommand, Citation, Risk, Suggestion, SuggestionKind, ThoughtKind,
     };
 
-    let app = spawn_app().await;
+    let app = spawn_app_without_workers().await;
     let (user, id) = user_with_incident(&app, "source_f", "/api/source_f/deployment").await;
     let incident_id: uuid::Uuid = id.parse().unwrap();
     let analyses = &app.state.events.analyses;

@@ -1,0 +1,347 @@
+//! Automatic root cause analysis: a reactor on the incident event tail enqueues one RCA job per
+//! opened incident, and the job runs the analyst and records what it found through the
+//! aggregates (thoughts, suggestions, summary, analysis status, the RCA chat session).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+use vigil_aggregates::{
+    chat_session::{ChatSessionCommand, Message},
+    incident::{AnalysisStatus, IncidentCommand},
+    incident_analysis::{
+        AnalysisCommand, Suggestion as DomainSuggestion, SuggestionKind, ThoughtKind as DomainThoughtKind,
+    },
+};
+use vigil_projections::{incidents as read, EventConsumer, ProjectionError, StoredEvent};
+
+use super::analyst::{self, AlertFact, DeploymentFact, IncidentFacts, PastIncident, ThoughtKind};
+use crate::{
+    event_store::{execute, Actor},
+    jobs::{enqueue_in, JobContext, JobFailure, JobHandler, NewJob},
+    state::AppState,
+    vector_store,
+};
+
+pub const RCA_JOB: &str = "rca";
+const ACTOR: Actor<'static> = Actor::System("analysis");
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RcaPayload {
+    incident_id: Uuid,
+    user_id: String,
+}
+
+/// IncidentOpened → an RCA job, keyed by incident so it is enqueued once however often the
+/// event is read.
+pub struct RcaReactor {
+    pub db: sqlx::PgPool,
+}
+
+#[async_trait]
+impl EventConsumer for RcaReactor {
+    fn name(&self) -> &'static str {
+        "reactor_rca"
+    }
+
+    fn aggregate_type(&self) -> &'static str {
+        "Incident"
+    }
+
+    async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
+        for event in events.iter().filter(|event| event.event_type == "IncidentOpened") {
+            let opened = &event.payload["IncidentOpened"];
+            let payload = json!({ "incident_id": event.aggregate_id, "user_id": opened["user_id"] });
+            let job = NewJob::new(RCA_JOB, payload).unique_key(format!("rca:incident:{}", event.aggregate_id));
+            enqueue_in(&self.db, job).await.map_err(|error| match error {
+                crate::jobs::JobError::Database(error) => ProjectionError::Database(error),
+                other => ProjectionError::Database(sqlx::Error::Protocol(other.to_string())),
+            })?;
+        }
+        Ok(())
+    }
+
+    async fn reset(&self) -> Result<(), ProjectionError> {
+        Ok(())
+    }
+}
+
+pub struct RcaHandler {
+    pub state: AppState,
+}
+
+#[async_trait]
+impl JobHandler for RcaHandler {
+    fn kind(&self) -> &'static str {
+        RCA_JOB
+    }
+
+    async fn run(&self, job: &JobContext) -> Result<Value, JobFailure> {
+        let payload: RcaPayload = job.payload_as()?;
+        match self.analyse(job, &payload).await {
+            Ok(result) => Ok(result),
+            Err(failure) => {
+                if job.is_last_attempt() {
+                    let reason = format!("Analysis failed: {failure:?}");
+                    let _ = self.patch(&payload, Some(AnalysisStatus::Error), Some(reason)).await;
+                }
+                Err(failure)
+            }
+        }
+    }
+}
+
+impl RcaHandler {
+    async fn analyse(&self, job: &JobContext, payload: &RcaPayload) -> Result<Value, JobFailure> {
+        let state = &self.state;
+        let Some(incident) = read::find_incident(&state.db, &payload.user_id, payload.incident_id).await? else {
+            return Err(JobFailure::retryable("the incident is not projected yet"));
+        };
+        if incident.aurora_status == AnalysisStatus::Complete.as_str() {
+            return Ok(json!({ "skipped": "already analysed" }));
+        }
+        let title = incident.alert_title.clone().unwrap_or_default();
+        let session_id = match incident.aurora_chat_session_id {
+            Some(session_id) => session_id,
+            None => self.open_session(payload, &title).await?,
+        };
+        self.patch(payload, Some(AnalysisStatus::Running), None).await?;
+        job.checkpoint().await?;
+
+        let facts = self.facts(&incident).await?;
+        let analysis = analyst::analyze(&facts);
+        let already_recorded: Option<i64> =
+            sqlx::query_scalar("SELECT version FROM incident_analyses WHERE incident_id = $1")
+                .bind(payload.incident_id)
+                .fetch_optional(&state.db)
+                .await?;
+        if already_recorded.is_none() {
+            self.record(payload.incident_id, &analysis, job).await?;
+        }
+        self.patch(payload, Some(AnalysisStatus::Complete), Some(analysis.summary.clone()))
+            .await?;
+        let message = Message::assistant(analysis.summary.clone());
+        let append = ChatSessionCommand::AppendMessage {
+            user_id: payload.user_id.clone(),
+            message,
+            at: Utc::now(),
+        };
+        execute(&state.events.chat_sessions, &session_id.to_string(), append, ACTOR)
+            .await
+            .map_err(retryable)?;
+        Ok(
+            json!({ "thoughts": analysis.thoughts.len(), "suggestions": analysis.suggestions.len(), "chat_session_id": session_id }),
+        )
+    }
+
+    async fn open_session(&self, payload: &RcaPayload, title: &str) -> Result<Uuid, JobFailure> {
+        let session_id = Uuid::new_v4();
+        let create = ChatSessionCommand::Create {
+            session_id,
+            user_id: payload.user_id.clone(),
+            title: Some(format!("Root cause analysis: {title}").chars().take(255).collect()),
+            messages: vec![Message::user(format!("Analyse the incident \"{title}\"."))],
+            ui_state: Map::new(),
+            incident_id: Some(payload.incident_id),
+            at: Utc::now(),
+        };
+        execute(&self.state.events.chat_sessions, &session_id.to_string(), create, ACTOR)
+            .await
+            .map_err(retryable)?;
+        let link = IncidentCommand::LinkChatSession {
+            user_id: payload.user_id.clone(),
+            session_id,
+            at: Utc::now(),
+        };
+        execute(
+            &self.state.events.incidents,
+            &payload.incident_id.to_string(),
+            link,
+            ACTOR,
+        )
+        .await
+        .map_err(retryable)?;
+        Ok(session_id)
+    }
+
+    async fn patch(
+        &self,
+        payload: &RcaPayload,
+        status: Option<AnalysisStatus>,
+        summary: Option<String>,
+    ) -> Result<(), JobFailure> {
+        let command = IncidentCommand::Patch {
+            user_id: payload.user_id.clone(),
+            status: None,
+            analysis_status: status,
+            summary: summary.map(|summary| {
+                summary
+                    .chars()
+                    .take(vigil_aggregates::incident::MAX_SUMMARY_CHARS)
+                    .collect()
+            }),
+            active_tab: None,
+            at: Utc::now(),
+        };
+        execute(
+            &self.state.events.incidents,
+            &payload.incident_id.to_string(),
+            command,
+            ACTOR,
+        )
+        .await
+        .map_err(retryable)
+    }
+
+    async fn record(
+        &self,
+        incident_id: Uuid,
+        analysis: &analyst::Analysis,
+        job: &JobContext,
+    ) -> Result<(), JobFailure> {
+        let analyses = &self.state.events.analyses;
+        let id = incident_id.to_string();
+        for thought in &analysis.thoughts {
+            let kind = match thought.kind {
+                ThoughtKind::Analysis => DomainThoughtKind::Analysis,
+                ThoughtKind::Hypothesis => DomainThoughtKind::Hypothesis,
+                ThoughtKind::Evidence => DomainThoughtKind::Evidence,
+                ThoughtKind::Conclusion => DomainThoughtKind::Conclusion,
+            };
+            let command = AnalysisCommand::RecordThought {
+                incident_id,
+                kind,
+                content: thought.content.clone(),
+                at: Utc::now(),
+            };
+            execute(analyses, &id, command, ACTOR).await.map_err(retryable)?;
+            job.checkpoint().await?;
+        }
+        for suggestion in &analysis.suggestions {
+            let kind = match suggestion.kind {
+                "fix" => SuggestionKind::Fix,
+                "mitigation" => SuggestionKind::Mitigation,
+                "investigation" => SuggestionKind::Investigation,
+                _ => SuggestionKind::Diagnostic,
+            };
+            let proposed = DomainSuggestion {
+                title: suggestion.title.clone(),
+                description: Some(suggestion.description.clone()),
+                kind,
+                risk: suggestion.risk,
+                command: suggestion.command.clone(),
+            };
+            let command = AnalysisCommand::ProposeSuggestion {
+                incident_id,
+                suggestion: proposed,
+                at: Utc::now(),
+            };
+            execute(analyses, &id, command, ACTOR).await.map_err(retryable)?;
+        }
+        Ok(())
+    }
+
+    /// What the analyst may reason from: the incident, its correlated alerts, deployments
+    /// around it, and similar past incidents of the same user.
+    async fn facts(&self, incident: &read::IncidentRow) -> Result<IncidentFacts, JobFailure> {
+        let db = &self.state.db;
+        let metadata = &incident.alert_metadata.0;
+        let correlated = read::correlated_alerts(db, incident.id)
+            .await?
+            .into_iter()
+            .map(|alert| AlertFact {
+                title: alert.alert_title.unwrap_or_default(),
+                service: alert.alert_service,
+                severity: alert.alert_severity,
+                fired_at: alert.fired_at.unwrap_or(alert.received_at),
+                strategy: alert.correlation_strategy,
+                score: alert.correlation_score,
+            })
+            .collect();
+        let deployments: Vec<DeploymentRow> = sqlx::query_as(
+            "SELECT alert_title, alert_service, alert_environment, resolved, fired_at, payload FROM source_alerts
+             WHERE user_id = $1 AND kind = 'deployment' AND fired_at BETWEEN $2 AND $3 ORDER BY fired_at",
+        )
+        .bind(&incident.user_id)
+        .bind(incident.started_at - Duration::hours(2))
+        .bind(incident.started_at + Duration::minutes(10))
+        .fetch_all(db)
+        .await?;
+        let text = |value: &Value, paths: &[&str]| {
+            paths
+                .iter()
+                .find_map(|path| value.pointer(path)?.as_str().map(str::to_owned))
+        };
+        let deployments = deployments
+            .into_iter()
+            .map(|row| DeploymentFact {
+                message: text(&row.payload, &["/message"]),
+                version: text(&row.payload, &["/version"]),
+                commit: text(&row.payload, &["/git/commit_sha", "/commit/sha"]),
+                url: text(&row.payload, &["/build_url", "/pipeline/url"]),
+                title: row.alert_title,
+                service: row.alert_service,
+                environment: row.alert_environment,
+                failed: !row.resolved,
+                at: row.fired_at,
+            })
+            .collect();
+        let title = incident.alert_title.clone().unwrap_or_default();
+        let mut similar = Vec::new();
+        for neighbor in self
+            .state
+            .vectors
+            .nearest(db, &incident.user_id, vector_store::INCIDENT, &title, 5)
+            .await?
+        {
+            let Ok(id) = neighbor.owner_id.parse::<Uuid>() else {
+                continue;
+            };
+            if id == incident.id || neighbor.similarity < 0.5 {
+                continue;
+            }
+            if let Some(past) = read::find_incident(db, &incident.user_id, id).await? {
+                similar.push(PastIncident {
+                    title: past.alert_title.unwrap_or_default(),
+                    status: past.status,
+                    summary: past.aurora_summary,
+                    started_at: past.started_at,
+                    similarity: neighbor.similarity,
+                });
+            }
+        }
+        Ok(IncidentFacts {
+            title,
+            service: incident.alert_service.clone(),
+            environment: incident.alert_environment.clone(),
+            severity: incident.severity.clone(),
+            source_type: incident.source_type.clone(),
+            started_at: incident.started_at,
+            detail: metadata.get("detail").and_then(Value::as_str).map(str::to_owned),
+            namespace: metadata
+                .pointer("/labels/namespace")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            correlated,
+            deployments,
+            similar,
+        })
+    }
+}
+
+/// A deployment notification as ingestion recorded it.
+#[derive(sqlx::FromRow)]
+struct DeploymentRow {
+    alert_title: String,
+    alert_service: Option<String>,
+    alert_environment: Option<String>,
+    /// A success: it resolves earlier failures of its service.
+    resolved: bool,
+    fired_at: DateTime<Utc>,
+    payload: Value,
+}
+
+fn retryable(error: impl std::fmt::Display) -> JobFailure {
+    JobFailure::retryable(error.to_string())
+}
