@@ -67,7 +67,7 @@ pub struct Config {
     pub database_url: Secret,
 
     /// Maximum connections in the database pool.
-    #[arg(long, env = "DATABASE_MAX_CONNECTIONS", default_value_t = 20)]
+    #[arg(long, env = "DATABASE_MAX_CONNECTIONS", default_value_t = 40)]
     pub database_max_connections: u32,
 
     /// Redis connection string. When absent, cache and rate limits are in-process.

@@ -53,6 +53,9 @@ pub async fn ingest(
 
 async fn ingest_one(state: &AppState, user_id: &str, alert: NormalizedAlert) -> Result<IngestedAlert, AppError> {
     let _in_process = state.ingest_locks.lock(user_id).await;
+    // A placement holds its locked transaction's connection while its commands take another:
+    // admit only as many at once as the pool can serve, so they cannot starve each other.
+    let _admitted = state.ingest_locks.admit().await;
     let mut tx = state.db.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind(format!("ingest/{user_id}"))
@@ -350,13 +353,30 @@ pub fn correlation_config(config: &crate::Config) -> anyhow::Result<CorrelationC
     .map_err(|error| anyhow::anyhow!("correlation settings: {error}"))
 }
 
-/// One async mutex per key, created on first use.
-#[derive(Default)]
+/// One async mutex per key, created on first use, and a gate on how many placements run at once.
 pub struct KeyedLocks {
     locks: dashmap::DashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>,
+    placements: tokio::sync::Semaphore,
 }
 
 impl KeyedLocks {
+    /// Each placement needs two connections at its peak; leave a third of the pool to tails,
+    /// workers and the rest of the API.
+    pub fn for_pool(max_connections: u32) -> Self {
+        let placements = (max_connections as usize / 3).max(1);
+        Self {
+            locks: Default::default(),
+            placements: tokio::sync::Semaphore::new(placements),
+        }
+    }
+
+    pub async fn admit(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.placements
+            .acquire()
+            .await
+            .expect("the placement gate is never closed")
+    }
+
     pub async fn lock(&self, key: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let mutex = self.locks.entry(key.to_owned()).or_default().clone();
         mutex.lock_owned().await
