@@ -8,7 +8,7 @@ use crate::{
     cache::Cache,
     config::Config,
     event_store::EventStore,
-    ingest::service::KeyedLocks,
+    ingest::service::PlacementGate,
     metrics::HttpMetrics,
     rate_limit::RateLimiter,
     vector_store::VectorStore,
@@ -22,8 +22,8 @@ pub struct AppState {
     pub events: EventStore,
     pub correlation: Arc<CorrelationConfig>,
     pub vectors: VectorStore,
-    /// Serializes alert placement per user within this instance.
-    pub ingest_locks: Arc<KeyedLocks>,
+    /// Admission to alert placement: per user, and bounded by the pool.
+    pub placement_gate: Arc<PlacementGate>,
     pub cache: Cache,
     pub rate_limiter: Arc<RateLimiter>,
     pub metrics: Arc<HttpMetrics>,

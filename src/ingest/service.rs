@@ -52,10 +52,10 @@ pub async fn ingest(
 }
 
 async fn ingest_one(state: &AppState, user_id: &str, alert: NormalizedAlert) -> Result<IngestedAlert, AppError> {
-    let _in_process = state.ingest_locks.lock(user_id).await;
+    let _in_process = state.placement_gate.lock_user(user_id).await;
     // A placement holds its locked transaction's connection while its commands take another:
     // admit only as many at once as the pool can serve, so they cannot starve each other.
-    let _admitted = state.ingest_locks.admit().await;
+    let _admitted = state.placement_gate.admit().await;
     let mut tx = state.db.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind(format!("ingest/{user_id}"))
@@ -353,13 +353,14 @@ pub fn correlation_config(config: &crate::Config) -> anyhow::Result<CorrelationC
     .map_err(|error| anyhow::anyhow!("correlation settings: {error}"))
 }
 
-/// One async mutex per key, created on first use, and a gate on how many placements run at once.
-pub struct KeyedLocks {
+/// In-process admission to alert placement: one placement at a time per user (a mutex per user,
+/// made on first use) and a bound on placements at once across users.
+pub struct PlacementGate {
     locks: dashmap::DashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>,
     placements: tokio::sync::Semaphore,
 }
 
-impl KeyedLocks {
+impl PlacementGate {
     /// Each placement needs two connections at its peak; leave a third of the pool to tails,
     /// workers and the rest of the API.
     pub fn for_pool(max_connections: u32) -> Self {
@@ -377,8 +378,8 @@ impl KeyedLocks {
             .expect("the placement gate is never closed")
     }
 
-    pub async fn lock(&self, key: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let mutex = self.locks.entry(key.to_owned()).or_default().clone();
+    pub async fn lock_user(&self, user_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let mutex = self.locks.entry(user_id.to_owned()).or_default().clone();
         mutex.lock_owned().await
     }
 }
