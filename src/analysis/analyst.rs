@@ -296,7 +296,7 @@ fn evidence(facts: &IncidentFacts, suspect: Option<&DeploymentFact>) -> Vec<Stri
             facts_of_deploy.push(format!("version {version}"));
         }
         if let Some(commit) = &deployment.commit {
-            facts_of_deploy.push(format!("commit {}", &commit[..commit.len().min(12)]));
+            facts_of_deploy.push(format!("commit {}", short_commit(commit)));
         }
         if let Some(url) = &deployment.url {
             facts_of_deploy.push(format!("build {url}"));
@@ -438,10 +438,7 @@ fn suggestions(
         );
         if let Some(commit) = &deployment.commit {
             propose(
-                format!(
-                    "Compare commit {} with the previous release",
-                    &commit[..commit.len().min(12)]
-                ),
+                format!("Compare commit {} with the previous release", short_commit(commit)),
                 "Find the change that introduced the failure.".into(),
                 "investigation",
                 None,
@@ -580,6 +577,11 @@ fn missing_env_variable(message: &str) -> Option<String> {
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
         .collect();
     (!name.is_empty()).then_some(name)
+}
+
+/// The first 12 characters of a commit id (payloads are untrusted: count characters, not bytes).
+fn short_commit(commit: &str) -> String {
+    commit.chars().take(12).collect()
 }
 
 fn first_sentence(text: &str) -> &str {
@@ -804,5 +806,11 @@ mod tests {
         assert_eq!(human_duration(Duration::seconds(245)), "4 min 5 s");
         assert_eq!(human_duration(Duration::seconds(120)), "2 min");
         assert_eq!(human_duration(Duration::seconds(45)), "45 s");
+        assert_eq!(short_commit("9f2c4e1a7b3d5f60812c"), "9f2c4e1a7b3d");
+        assert_eq!(
+            short_commit("éééééééééééééé"),
+            "éééééééééééé",
+            "no byte slicing of untrusted text"
+        );
     }
 }
