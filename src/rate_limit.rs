@@ -28,7 +28,7 @@ use crate::{
     auth::{claimed_user_id, session_token},
     cache::{Cache, RedisHandle},
     error::AppError,
-    ingest::parsers::Source,
+    ingest::{parsers::Source, tokens::presented_token},
     state::AppState,
 };
 
@@ -196,7 +196,7 @@ fn caller_key(request: &Request) -> String {
     if let Some(user_id) = claimed_user_id(headers) {
         return format!("user:{}", hex::encode(Sha256::digest(user_id.as_bytes())));
     }
-    if let Some(token) = bearer_or_query_token(request) {
+    if let Some(token) = presented_token(headers, request.uri()) {
         return format!("token:{}", hex::encode(Sha256::digest(token.as_bytes())));
     }
     if let Some(token) = session_token(headers) {
@@ -206,20 +206,6 @@ fn caller_key(request: &Request) -> String {
         Some(ConnectInfo(addr)) => format!("ip:{}", addr.ip()),
         None => "ip:unknown".into(),
     }
-}
-
-fn bearer_or_query_token(request: &Request) -> Option<String> {
-    let authorization = request.headers().get(axum::http::header::AUTHORIZATION)?.to_str().ok();
-    authorization
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(str::to_owned)
-        .or_else(|| {
-            request
-                .uri()
-                .query()?
-                .split('&')
-                .find_map(|pair| pair.strip_prefix("token=").map(str::to_owned))
-        })
 }
 
 pub async fn enforce(State(state): State<AppState>, request: Request, next: Next) -> Response {

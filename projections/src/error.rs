@@ -14,6 +14,9 @@ pub enum ProjectionError {
         consumer: &'static str,
         waited: std::time::Duration,
     },
+    /// A reactor could not carry out its reaction (the batch comes again).
+    #[error("{consumer}: {reason}")]
+    Reaction { consumer: &'static str, reason: String },
     #[error("stream {aggregate_id} misses events {from}..={to}")]
     MissingEvents { aggregate_id: String, from: i64, to: i64 },
 }

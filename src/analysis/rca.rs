@@ -54,10 +54,12 @@ impl EventConsumer for RcaReactor {
             let opened = &event.payload["IncidentOpened"];
             let payload = json!({ "incident_id": event.aggregate_id, "user_id": opened["user_id"] });
             let job = NewJob::new(RCA_JOB, payload).unique_key(format!("rca:incident:{}", event.aggregate_id));
-            enqueue_in(&self.db, job).await.map_err(|error| match error {
-                crate::jobs::JobError::Database(error) => ProjectionError::Database(error),
-                other => ProjectionError::Database(sqlx::Error::Protocol(other.to_string())),
-            })?;
+            enqueue_in(&self.db, job)
+                .await
+                .map_err(|error| ProjectionError::Reaction {
+                    consumer: self.name(),
+                    reason: error.to_string(),
+                })?;
         }
         Ok(())
     }

@@ -9,7 +9,7 @@
 
 use axum::{
     extract::{FromRequestParts, State},
-    http::{header, request::Parts, StatusCode},
+    http::{request::Parts, StatusCode},
     Json,
 };
 use serde::{Deserialize, Serialize};
@@ -56,7 +56,7 @@ impl FromRequestParts<AppState> for IngestionCaller {
         if let Identity::User(user_id) = Identity::from_request_parts(parts, state).await? {
             return Ok(Self { user_id });
         }
-        if let Some(token) = presented_token(parts) {
+        if let Some(token) = tokens::presented_token(&parts.headers, &parts.uri) {
             if let Some(user_id) = tokens::owner_of(&state.db, &token).await? {
                 return Ok(Self { user_id });
             }
@@ -66,23 +66,6 @@ impl FromRequestParts<AppState> for IngestionCaller {
             "authentication required: X-User-ID, a session, or an ingestion token (Authorization: Bearer)".into(),
         ))
     }
-}
-
-/// The ingestion token of a request: the bearer credential, else the `token` query parameter.
-pub fn presented_token(parts: &Parts) -> Option<String> {
-    let bearer = parts
-        .headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
-        .map(|token| token.trim().to_owned());
-    bearer.or_else(|| {
-        parts
-            .uri
-            .query()?
-            .split('&')
-            .find_map(|pair| pair.strip_prefix("token=").map(str::to_owned))
-    })
 }
 
 #[derive(Serialize, utoipa::ToSchema)]

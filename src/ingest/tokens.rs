@@ -73,6 +73,20 @@ pub async fn owner_of(db: &PgPool, token: &str) -> sqlx::Result<Option<String>> 
     .await
 }
 
+/// The ingestion token a request presents: the bearer credential, else the `token` query parameter.
+pub fn presented_token(headers: &axum::http::HeaderMap, uri: &axum::http::Uri) -> Option<String> {
+    let bearer = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
+        .map(|token| token.trim().to_owned());
+    bearer.or_else(|| {
+        uri.query()?
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("token=").map(str::to_owned))
+    })
+}
+
 pub fn digest(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }

@@ -467,10 +467,6 @@ impl Incident {
         }
     }
 
-    pub fn status(&self) -> IncidentStatus {
-        self.status
-    }
-
     pub fn alerts(&self) -> &[AlertInfo] {
         &self.alerts
     }
