@@ -5,13 +5,14 @@
 //!   cargo bench --bench http_load            (DATABASE_URL: a PostgreSQL server; `make bench` sets it)
 //!   LOAD_SECONDS=10 LOAD_CONCURRENCY=64 cargo bench --bench http_load
 //!
-//! Scenarios (`LOAD_SCENARIOS=liveness,sessions,ingest,pgbench`, all by default):
+//! Scenarios (`LOAD_SCENARIOS=liveness,sessions,ingest,ingest-distinct,pgbench`, all by default):
 //! - `liveness`: baseline, the cheapest route through the whole middleware stack;
 //! - `sessions`: POST /chat_api/sessions then GET it (one command through the event store and
 //!   projection, one read);
-//! - `ingest`: sustained alert ingestion, one tenant per worker, source_a notifications on ten
-//!   services so that alerts both open and join incidents;
-//! - `pgbench`: the baseline for `ingest`, pgbench inserting single JSON rows into the same
+//! - `ingest`: sustained alert ingestion in an alert storm (source_a notifications, four workers
+//!   per tenant, three services per tenant, alerts seconds apart: most join open incidents);
+//! - `ingest-distinct`: every alert opens an incident of its own (the worst case);
+//! - `pgbench`: the baseline for the ingestion scenarios, pgbench inserting single JSON rows into the same
 //!   PostgreSQL with as many clients, for as long.
 
 use std::{
@@ -128,6 +129,7 @@ async fn main() {
     config.redis_url = None;
     config.rate_limit_per_minute = u32::MAX;
     config.chat_rate_limit_per_minute = u32::MAX;
+    config.ingest_rate_limit_per_minute = u32::MAX;
     config.database_max_connections = 32;
     let app = Application::build(config).await.expect("service starts");
     let base = format!("http://{}", app.http_addr());
@@ -146,12 +148,21 @@ async fn main() {
         .unwrap();
     let user_id = user["id"].as_str().unwrap().to_owned();
     let duration = Duration::from_secs(seconds);
-    let scenarios = std::env::var("LOAD_SCENARIOS").unwrap_or_else(|_| "liveness,sessions,ingest,pgbench".into());
+    let scenarios =
+        std::env::var("LOAD_SCENARIOS").unwrap_or_else(|_| "liveness,sessions,ingest,ingest-distinct,pgbench".into());
     let wanted = |name: &str| scenarios.split(',').any(|scenario| scenario.trim() == name);
     println!("http_load: {concurrency} workers, {seconds} s per scenario, release build, in-process cache");
 
-    if wanted("ingest") || wanted("pgbench") {
-        run_ingest_scenarios(&base, &url, concurrency, duration, wanted("ingest"), wanted("pgbench")).await;
+    let mixes: Vec<(&str, AlertMix)> = [
+        ("ingest storm", "ingest", AlertMix::Storm),
+        ("ingest distinct", "ingest-distinct", AlertMix::Distinct),
+    ]
+    .into_iter()
+    .filter(|(_, scenario, _)| wanted(scenario))
+    .map(|(name, _, mix)| (name, mix))
+    .collect();
+    if !mixes.is_empty() || wanted("pgbench") {
+        run_ingest_scenarios(&base, &url, concurrency, duration, &mixes, wanted("pgbench")).await;
     }
     if !wanted("liveness") && !wanted("sessions") {
         shutdown.cancel();
@@ -213,23 +224,37 @@ async fn main() {
         .await;
 }
 
+/// How the alerts of an ingestion scenario relate to each other.
+#[derive(Clone, Copy)]
+enum AlertMix {
+    /// An alert storm: four workers per tenant, three services per tenant, alerts seconds apart,
+    /// so most alerts join an open incident (a new one opens when one is full).
+    Storm,
+    /// Every alert opens an incident of its own (unrelated services, hours apart): the worst case.
+    Distinct,
+}
+
 /// Sustained ingestion against a pgbench single-row-insert baseline on the same database.
 async fn run_ingest_scenarios(
     base: &str,
     db_url: &reqwest::Url,
     concurrency: usize,
     duration: Duration,
-    ingest: bool,
+    mixes: &[(&str, AlertMix)],
     pgbench: bool,
 ) {
-    let mut ingest_rate = None;
-    if ingest {
-        let client = reqwest::Client::new();
+    let client = reqwest::Client::new();
+    let mut rates = Vec::new();
+    for (round, &(name, mix)) in mixes.iter().enumerate() {
+        let tenants = match mix {
+            AlertMix::Storm => concurrency.div_ceil(4),
+            AlertMix::Distinct => concurrency,
+        };
         let mut users = Vec::new();
-        for n in 0..concurrency {
+        for n in 0..tenants {
             let user: Value = client
                 .post(format!("{base}/api/auth/register"))
-                .json(&json!({ "email": format!("tenant{n}@example.com"), "password": "load test password" }))
+                .json(&json!({ "email": format!("tenant{round}-{n}@example.com"), "password": "load test password" }))
                 .send()
                 .await
                 .unwrap()
@@ -245,9 +270,12 @@ async fn run_ingest_scenarios(
             let (url, users, next) = (url.clone(), users.clone(), next.clone());
             async move {
                 let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let user = &users[(n as usize) % users.len()];
-                let service = format!("service-{}", n % 10);
-                let fired = chrono::DateTime::from_timestamp(1_795_000_000 + (n as i64) * 7, 0).unwrap();
+                let tenant = (n as usize) % users.len();
+                let (service, fired) = match mix {
+                    AlertMix::Storm => (format!("service-{tenant}-{}", n % 3), 1_795_000_000 + (n as i64) / 64),
+                    AlertMix::Distinct => (format!("service-{n}"), 1_795_000_000 + (n as i64) * 7_200),
+                };
+                let fired = chrono::DateTime::from_timestamp(fired, 0).unwrap();
                 let body = json!({ "status": "firing", "alerts": [{
                     "status": "firing",
                     "fingerprint": format!("{n:016x}"),
@@ -256,6 +284,7 @@ async fn run_ingest_scenarios(
                     "startsAt": fired.to_rfc3339(),
                     "endsAt": "0001-01-01T00:00:00Z"
                 }]});
+                let user = &users[tenant];
                 let response = client.post(&url).header("X-User-ID", user).json(&body).send().await;
                 (1, response.is_ok_and(|r| r.status() == reqwest::StatusCode::ACCEPTED))
             }
@@ -263,14 +292,14 @@ async fn run_ingest_scenarios(
         .await;
         println!(
             "{:>20}: {:>9.0} alerts/s  p50 {:>7.2} ms  p99 {:>7.2} ms  ({} alerts, {} failed)",
-            "ingest source_a",
+            name,
             outcome.per_second(),
             outcome.percentile_ms(0.50),
             outcome.percentile_ms(0.99),
             outcome.requests,
             outcome.errors
         );
-        ingest_rate = Some(outcome.per_second());
+        rates.push((name, outcome.per_second()));
     }
     if pgbench {
         match pgbench_inserts_per_second(db_url, concurrency, duration) {
@@ -279,9 +308,9 @@ async fn run_ingest_scenarios(
                     "{:>20}: {:>9.0} inserts/s (single-row JSON insert, {concurrency} clients)",
                     "pgbench baseline", tps
                 );
-                if let Some(rate) = ingest_rate {
+                for (name, rate) in rates {
                     println!(
-                        "ratio: ingestion alerts/s = {:.3} × pgbench single-row inserts/s",
+                        "ratio: {name} alerts/s = {:.3} × pgbench single-row inserts/s",
                         rate / tps
                     );
                 }

@@ -12,7 +12,7 @@ use crate::{
     db,
     event_store::EventStore,
     http,
-    ingest::service::PlacementGate,
+    ingest::{pipeline::IngestPipeline, placement::Placer},
     metrics::HttpMetrics,
     rate_limit::RateLimiter,
     state::AppState,
@@ -52,6 +52,7 @@ impl Application {
             config.redis_url.as_ref().map(|url| url.expose()),
             &config.redis_key_prefix,
         )?;
+        let correlation = Arc::new(crate::ingest::service::correlation_config(&config)?);
         let state = AppState {
             rate_limiter: Arc::new(RateLimiter::new(
                 &cache,
@@ -63,9 +64,20 @@ impl Application {
             passwords: PasswordHasher::new(config.bcrypt_cost),
             login_sessions: LoginSessions::new(db.clone(), config.session_ttl(), config.session_cookie_secure),
             events: EventStore::new(&db),
-            correlation: Arc::new(crate::ingest::service::correlation_config(&config)?),
+            correlation: correlation.clone(),
             vectors: VectorStore::default(),
-            placement_gate: Arc::new(PlacementGate::for_pool(config.database_max_connections)),
+            model: crate::analysis::model::Model::from_config(&config, &db)?.map(Arc::new),
+            agent_cli: config.agent_cli_dir.clone().map(|bin_dir| {
+                Arc::new(crate::agent::cli::CliConfig {
+                    bin_dir,
+                    allowed: config.agent_cli_allowlist.clone(),
+                })
+            }),
+            ingest: Arc::new(IngestPipeline::start(
+                Placer::new(db.clone(), correlation, VectorStore::default()),
+                config.ingest_lanes as usize,
+                config.ingest_batch_max_alerts as usize,
+            )),
             cache,
             db,
             websocket_addr,
@@ -119,7 +131,9 @@ pub async fn run_worker(state: AppState, shutdown: CancellationToken) -> anyhow:
         ..Default::default()
     };
     let worker = crate::jobs::Worker::new(state.db.clone(), config)?
-        .with_handler(crate::analysis::rca::RcaHandler { state: state.clone() })?;
+        .with_handler(crate::analysis::rca::RcaHandler { state: state.clone() })?
+        .with_handler(crate::analysis::postmortem::PostmortemHandler { state: state.clone() })?
+        .with_handler(crate::analysis::incident_chat::IncidentChatHandler { state: state.clone() })?;
     tracing::info!(worker = worker.id(), "job worker running");
     worker.run(shutdown).await.context("job worker failed")
 }

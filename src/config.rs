@@ -126,6 +126,60 @@ pub struct Config {
     #[arg(long, env = "INGEST_RATE_LIMIT_PER_MINUTE", default_value_t = 1200)]
     pub ingest_rate_limit_per_minute: u32,
 
+    /// Base URL of an OpenAI-compatible API (`/v1/chat/completions`). Without it the built-in
+    /// analyst writes every analysis.
+    #[arg(long, env = "LLM_BASE_URL")]
+    pub llm_base_url: Option<String>,
+
+    /// The model asked when none is named.
+    #[arg(long, env = "LLM_MODEL", default_value = "gpt-4o-mini")]
+    pub llm_model: String,
+
+    /// Bearer key of the language-model API.
+    #[arg(long, env = "LLM_API_KEY")]
+    pub llm_api_key: Option<Secret>,
+
+    /// Prices in USD per million input/output tokens over the built-in table: `model=in/out,...`.
+    #[arg(long, env = "LLM_PRICES")]
+    pub llm_prices: Option<String>,
+
+    /// Placement lanes: batches of different users' alerts written at once (a user always uses one lane).
+    #[arg(long, env = "INGEST_LANES", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub ingest_lanes: u32,
+
+    /// Most alerts one placement batch (one transaction) takes.
+    #[arg(long, env = "INGEST_BATCH_MAX_ALERTS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub ingest_batch_max_alerts: u32,
+
+    /// Chat queries one WebSocket client may send per 60 seconds (a token bucket refilled evenly).
+    #[arg(long, env = "WS_MESSAGES_PER_MINUTE", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub ws_messages_per_minute: u32,
+
+    /// Rounds of model answer and tool calls one agent reply may take.
+    #[arg(long, env = "AGENT_MAX_STEPS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub agent_max_steps: u32,
+
+    /// Seconds the agent waits for a confirmation before it counts as declined.
+    #[arg(long, env = "AGENT_CONFIRMATION_TIMEOUT_SECS", default_value_t = 120)]
+    pub agent_confirmation_timeout_secs: u64,
+
+    /// Seconds one tool call may run.
+    #[arg(long, env = "AGENT_TOOL_TIMEOUT_SECS", default_value_t = 30)]
+    pub agent_tool_timeout_secs: u64,
+
+    /// Directory the cloud command tool runs provider CLIs from (never a PATH lookup); unset
+    /// leaves the tool out.
+    #[arg(long, env = "AGENT_CLI_DIR")]
+    pub agent_cli_dir: Option<PathBuf>,
+
+    /// Programs the cloud command tool may run, comma-separated.
+    #[arg(long, env = "AGENT_CLI_ALLOWLIST", value_delimiter = ',', default_values_t = ["aws".to_owned(), "gcloud".to_owned(), "az".to_owned(), "scw".to_owned(), "kubectl".to_owned(), "tailscale".to_owned()])]
+    pub agent_cli_allowlist: Vec<String>,
+
+    /// Largest attachment of a chat query, in bytes once decoded.
+    #[arg(long, env = "ATTACHMENT_MAX_BYTES", default_value_t = 10 * 1024 * 1024)]
+    pub attachment_max_bytes: usize,
+
     /// Seconds around an alert within which an open incident's alerts must lie to correlate.
     #[arg(long, env = "CORRELATION_WINDOW_SECS", default_value_t = 300, value_parser = clap::value_parser!(i64).range(1..))]
     pub correlation_window_secs: i64,

@@ -20,9 +20,25 @@ const MAX_ATTEMPTS: u32 = 8;
 /// How often tails look for events when no notification came.
 pub const TAIL_POLL: Duration = Duration::from_millis(500);
 
-pub type ChatSessions = PostgresCqrs<ChatSession>;
-pub type Incidents = PostgresCqrs<Incident>;
-pub type Analyses = PostgresCqrs<IncidentAnalysis>;
+pub type ChatSessions = AggregateStore<ChatSession>;
+pub type Incidents = AggregateStore<Incident>;
+pub type Analyses = AggregateStore<IncidentAnalysis>;
+
+/// One aggregate type's command side: the cqrs-es framework, and the pool on which its appends
+/// are announced to the tails.
+pub struct AggregateStore<A: Aggregate> {
+    cqrs: PostgresCqrs<A>,
+    db: PgPool,
+}
+
+impl<A: Aggregate> AggregateStore<A> {
+    fn new(db: &PgPool, projection: Box<dyn cqrs_es::Query<A>>, services: A::Services) -> Self {
+        Self {
+            cqrs: postgres_es::postgres_cqrs(db.clone(), vec![projection], services),
+            db: db.clone(),
+        }
+    }
+}
 
 #[derive(Clone)]
 pub struct EventStore {
@@ -38,21 +54,9 @@ pub struct EventStore {
 
 impl EventStore {
     pub fn new(db: &PgPool) -> Self {
-        let chat_sessions = postgres_es::postgres_cqrs(
-            db.clone(),
-            vec![Box::new(Projector::new(db.clone(), ChatSessionsReadModel))],
-            (),
-        );
-        let incidents = postgres_es::postgres_cqrs(
-            db.clone(),
-            vec![Box::new(Projector::new(db.clone(), IncidentsReadModel))],
-            (),
-        );
-        let analyses = postgres_es::postgres_cqrs(
-            db.clone(),
-            vec![Box::new(Projector::new(db.clone(), IncidentAnalysisReadModel))],
-            (),
-        );
+        let chat_sessions = AggregateStore::new(db, Box::new(Projector::new(db.clone(), ChatSessionsReadModel)), ());
+        let incidents = AggregateStore::new(db, Box::new(Projector::new(db.clone(), IncidentsReadModel)), ());
+        let analyses = AggregateStore::new(db, Box::new(Projector::new(db.clone(), IncidentAnalysisReadModel)), ());
         Self {
             chat_sessions: Arc::new(chat_sessions),
             incidents: Arc::new(incidents),
@@ -64,7 +68,10 @@ impl EventStore {
                 Arc::new(Projector::new(db.clone(), IncidentAnalysisReadModel)),
                 Arc::new(Projector::new(db.clone(), ChatSessionsReadModel)),
             ],
-            reactors: vec![Arc::new(crate::analysis::rca::RcaReactor { db: db.clone() })],
+            reactors: vec![
+                Arc::new(crate::analysis::rca::rca_reactor(db.clone())),
+                Arc::new(crate::analysis::postmortem::postmortem_reactor(db.clone())),
+            ],
         }
     }
 
@@ -117,7 +124,7 @@ pub enum Actor<'a> {
 }
 
 impl Actor<'_> {
-    fn metadata(&self) -> HashMap<String, String> {
+    pub(crate) fn metadata(&self) -> HashMap<String, String> {
         let actor = match self {
             Actor::User(id) => format!("user:{id}"),
             Actor::System(part) => format!("system:{part}"),
@@ -127,9 +134,10 @@ impl Actor<'_> {
 }
 
 /// Runs a command, reloading and re-handling it when another writer appended to the aggregate
-/// first; gives `AggregateConflict` back only after [`MAX_ATTEMPTS`] lost races.
+/// first; gives `AggregateConflict` back only after [`MAX_ATTEMPTS`] lost races. The tails are
+/// told of the append.
 pub async fn execute<A: Aggregate>(
-    cqrs: &PostgresCqrs<A>,
+    store: &AggregateStore<A>,
     aggregate_id: &str,
     command: A::Command,
     actor: Actor<'_>,
@@ -139,7 +147,8 @@ where
 {
     let mut attempt = 1;
     loop {
-        match cqrs
+        match store
+            .cqrs
             .execute_with_metadata(aggregate_id, command.clone(), actor.metadata())
             .await
         {
@@ -148,7 +157,12 @@ where
                 tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
                 attempt += 1;
             }
-            result => return result,
+            result => {
+                if result.is_ok() {
+                    vigil_projections::announce_appends(&store.db);
+                }
+                return result;
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! vigil: the backend of an AI site-reliability agent.
 
+pub mod agent;
 pub mod analysis;
 pub mod app;
 pub mod auth;

@@ -8,7 +8,7 @@ use crate::{
     cache::Cache,
     config::Config,
     event_store::EventStore,
-    ingest::service::PlacementGate,
+    ingest::pipeline::IngestPipeline,
     metrics::HttpMetrics,
     rate_limit::RateLimiter,
     vector_store::VectorStore,
@@ -22,8 +22,12 @@ pub struct AppState {
     pub events: EventStore,
     pub correlation: Arc<CorrelationConfig>,
     pub vectors: VectorStore,
-    /// Admission to alert placement: per user, and bounded by the pool.
-    pub placement_gate: Arc<PlacementGate>,
+    /// The language model, when one is configured.
+    pub model: Option<Arc<crate::analysis::model::Model>>,
+    /// The agent's cloud command tool, when `AGENT_CLI_DIR` is set.
+    pub agent_cli: Option<Arc<crate::agent::cli::CliConfig>>,
+    /// Where alert notifications are placed into incidents, in batches.
+    pub ingest: Arc<IngestPipeline>,
     pub cache: Cache,
     pub rate_limiter: Arc<RateLimiter>,
     pub metrics: Arc<HttpMetrics>,

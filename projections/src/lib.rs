@@ -11,4 +11,4 @@ mod tail;
 
 pub use error::ProjectionError;
 pub use projector::{Projector, ReadModel};
-pub use tail::{listen_for_appends, replay, EventConsumer, StoredEvent, Tail, EVENTS_CHANNEL};
+pub use tail::{announce_appends, listen_for_appends, replay, EventConsumer, StoredEvent, Tail, EVENTS_CHANNEL};

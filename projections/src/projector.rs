@@ -25,6 +25,21 @@ pub trait ReadModel<A: Aggregate>: Send + Sync + 'static {
         event: &EventEnvelope<A>,
     ) -> impl std::future::Future<Output = Result<(), ProjectionError>> + Send;
 
+    /// Applies consecutive events of one aggregate, in order. A read model may write a run of
+    /// them together; the result must equal applying them one by one.
+    fn apply_all(
+        &self,
+        conn: &mut PgConnection,
+        events: &[&EventEnvelope<A>],
+    ) -> impl std::future::Future<Output = Result<(), ProjectionError>> + Send {
+        async move {
+            for event in events {
+                self.apply(conn, event).await?;
+            }
+            Ok(())
+        }
+    }
+
     /// Empties the read tables (before a replay).
     fn truncate(
         &self,
@@ -52,15 +67,36 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
     }
 
     pub async fn project(&self, aggregate_id: &str, events: &[EventEnvelope<A>]) -> Result<(), ProjectionError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        self.project_in(&mut tx, aggregate_id, events).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// [`Self::project`] inside the caller's transaction, so that a writer can commit its events
+    /// and their read rows at once.
+    pub async fn project_in(
+        &self,
+        conn: &mut PgConnection,
+        aggregate_id: &str,
+        events: &[EventEnvelope<A>],
+    ) -> Result<(), ProjectionError> {
         let Some(last) = events.last().map(|event| event.sequence as i64) else {
             return Ok(());
         };
-        let mut tx = self.pool.begin().await?;
+        // A read row's version only grows, so events it already reflects need no lock: the tail
+        // passes over what the command path projected without queueing behind its writers.
+        if last <= self.read_model.version(conn, aggregate_id).await? {
+            return Ok(());
+        }
         sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
             .bind(format!("{}/{aggregate_id}", R::NAME))
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await?;
-        let version = self.read_model.version(&mut tx, aggregate_id).await?;
+        let version = self.read_model.version(conn, aggregate_id).await?;
         if last <= version {
             return Ok(());
         }
@@ -69,14 +105,10 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
         let pending: Vec<&EventEnvelope<A>> = if unseen.first().is_some_and(|e| e.sequence as i64 == version + 1) {
             unseen
         } else {
-            loaded = load_stream::<A>(&mut tx, aggregate_id, version + 1, last).await?;
+            loaded = load_stream::<A>(conn, aggregate_id, version + 1, last).await?;
             loaded.iter().collect()
         };
-        for event in pending {
-            self.read_model.apply(&mut tx, event).await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        self.read_model.apply_all(conn, &pending).await
     }
 }
 

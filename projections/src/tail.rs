@@ -3,6 +3,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use cqrs_es::{Aggregate, EventEnvelope};
+use serde::Deserialize;
 use serde_json::Value;
 use sqlx::{postgres::PgListener, PgPool};
 use tokio::sync::Notify;
@@ -12,6 +13,25 @@ use crate::ProjectionError;
 
 /// The channel the `events` insert trigger notifies.
 pub const EVENTS_CHANNEL: &str = "vigil_events";
+/// How long a woken tail lets further appends gather before it reads.
+const COALESCE: Duration = Duration::from_millis(20);
+
+/// The lowest transaction id that may still append events to this database, as of the reading
+/// statement's own snapshot: events below it are all committed and none can appear among them
+/// later, so a checkpoint may pass them.
+///
+/// It is the oldest transaction the snapshot sees running, skipping those that pg_stat_activity
+/// shows connected to another database: transaction ids are cluster-wide, and a long transaction
+/// in a neighbouring database (another service, another test) must not stall this one's tails.
+/// A transaction that ended between the snapshot and the pg_stat_activity read is not skipped,
+/// so the horizon can only err on the early side.
+const SAFE_HORIZON: &str = "(SELECT COALESCE(
+           (SELECT min(running) FROM pg_snapshot_xip(snapshot) AS running
+            WHERE xid(running) NOT IN (
+                SELECT backend_xid FROM pg_stat_activity
+                WHERE backend_xid IS NOT NULL AND datname IS DISTINCT FROM current_database())),
+           pg_snapshot_xmax(snapshot))
+       FROM (SELECT pg_current_snapshot() AS snapshot) AS current)";
 
 /// One row of the event store, as the tail reads it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -33,13 +53,13 @@ impl StoredEvent {
          aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at FROM events";
 
     pub fn envelope<A: Aggregate>(&self) -> Result<EventEnvelope<A>, ProjectionError> {
-        let payload = serde_json::from_value(self.payload.clone()).map_err(|source| ProjectionError::Deserialize {
+        let payload = A::Event::deserialize(&self.payload).map_err(|source| ProjectionError::Deserialize {
             aggregate_type: self.aggregate_type.clone(),
             aggregate_id: self.aggregate_id.clone(),
             sequence: self.sequence,
             source,
         })?;
-        let metadata: HashMap<String, String> = serde_json::from_value(self.metadata.clone()).unwrap_or_default();
+        let metadata = HashMap::<String, String>::deserialize(&self.metadata).unwrap_or_default();
         Ok(EventEnvelope {
             aggregate_id: self.aggregate_id.clone(),
             sequence: self.sequence as usize,
@@ -80,8 +100,10 @@ impl Tail {
     /// Applies every event that is safe to read now; returns how many it handed over. Waits for
     /// any other reader of this consumer (another instance's tail, a replay) to finish first.
     pub async fn catch_up(&self) -> Result<u64, ProjectionError> {
-        let _reading = self.exclusive(Wait::Yes).await?;
-        self.read_available().await
+        let reading = self.exclusive(Wait::Yes).await?;
+        let read = self.read_available().await;
+        release(reading).await?;
+        read
     }
 
     /// Holds the consumer's reading lock for as long as the returned transaction lives, so that
@@ -118,7 +140,7 @@ impl Tail {
             let events: Vec<StoredEvent> = sqlx::query_as(&format!(
                 "{} WHERE aggregate_type = $1
                    AND (transaction_id, global_position) > ($2::bigint::text::xid8, $3)
-                   AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+                   AND transaction_id < {SAFE_HORIZON}
                  ORDER BY transaction_id, global_position
                  LIMIT $4",
                 StoredEvent::SELECT
@@ -146,7 +168,11 @@ impl Tail {
         loop {
             let round = async {
                 match self.exclusive(Wait::No).await? {
-                    Some(_reading) => self.read_available().await,
+                    reading @ Some(_) => {
+                        let read = self.read_available().await;
+                        release(reading).await?;
+                        read
+                    }
                     None => Ok(0), // another instance is reading this consumer
                 }
             };
@@ -164,7 +190,11 @@ impl Tail {
             };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = wake.notified(), if failures == 0 => {}
+                _ = wake.notified(), if failures == 0 => {
+                    // Under a write storm appends come every few milliseconds: letting them gather
+                    // for a moment turns many small reads into one, at a small cost in freshness.
+                    tokio::time::sleep(COALESCE).await;
+                }
                 _ = tokio::time::sleep(pause) => {}
             }
         }
@@ -182,8 +212,11 @@ impl Tail {
 
     async fn save_checkpoint(&self, transaction_id: i64, position: i64) -> Result<(), ProjectionError> {
         sqlx::query(
+            // Without waiting for the WAL flush: a checkpoint lost in a crash only means a few events
+            // are read again, which consumers skip (projections by version, reactors by job key).
             "INSERT INTO event_consumer_checkpoints (name, transaction_id, global_position, updated_at)
-             VALUES ($1, $2::bigint::text::xid8, $3, now())
+             SELECT $1, $2::bigint::text::xid8, $3, now()
+             FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
              ON CONFLICT (name) DO UPDATE
              SET transaction_id = EXCLUDED.transaction_id, global_position = EXCLUDED.global_position, updated_at = now()",
         )
@@ -220,6 +253,15 @@ impl Tail {
     }
 }
 
+/// Ends a reading lock's transaction now, rather than whenever its pooled connection is next
+/// flushed: a lock left pending would keep every other reader of the consumer waiting.
+async fn release(reading: Option<sqlx::Transaction<'static, sqlx::Postgres>>) -> Result<(), ProjectionError> {
+    if let Some(reading) = reading {
+        reading.rollback().await?;
+    }
+    Ok(())
+}
+
 #[derive(Clone, Copy)]
 enum Wait {
     Yes,
@@ -231,12 +273,18 @@ enum Wait {
 /// the cluster has ended, so this waits (up to `REPLAY_PATIENCE`) for stragglers.
 pub async fn replay(pool: &PgPool, consumer: Arc<dyn EventConsumer>) -> Result<u64, ProjectionError> {
     let tail = Tail::new(pool.clone(), consumer.clone());
-    let _reading = tail.exclusive(Wait::Yes).await?;
+    let reading = tail.exclusive(Wait::Yes).await?;
     let last_position: i64 =
         sqlx::query_scalar("SELECT COALESCE(max(global_position), 0) FROM events WHERE aggregate_type = $1")
             .bind(consumer.aggregate_type())
             .fetch_one(pool)
             .await?;
+    let rebuilt = rebuild(&tail, &consumer, last_position).await;
+    release(reading).await?;
+    rebuilt
+}
+
+async fn rebuild(tail: &Tail, consumer: &Arc<dyn EventConsumer>, last_position: i64) -> Result<u64, ProjectionError> {
     tail.reset_checkpoint().await?;
     consumer.reset().await?;
     let deadline = tokio::time::Instant::now() + REPLAY_PATIENCE;
@@ -257,6 +305,23 @@ pub async fn replay(pool: &PgPool, consumer: Arc<dyn EventConsumer>) -> Result<u
 }
 
 const REPLAY_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Tells every instance's tails that events were committed, without making the writer wait. Sent
+/// after the commit rather than from a trigger inside it: PostgreSQL commits notifying
+/// transactions one at a time (a global lock held across the WAL flush), which would serialize
+/// every writer. A lost notification only delays the tails until their next poll.
+pub fn announce_appends(pool: &PgPool) {
+    let pool = pool.clone();
+    tokio::spawn(async move {
+        if let Err(error) = sqlx::query("SELECT pg_notify($1, '')")
+            .bind(EVENTS_CHANNEL)
+            .execute(&pool)
+            .await
+        {
+            tracing::debug!(%error, "append notification not sent; tails will poll");
+        }
+    });
+}
 
 /// Listens for the append notification and wakes every tail. Reconnects after a failure; the
 /// tails' polling covers any notification lost meanwhile.

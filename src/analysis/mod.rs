@@ -1,5 +1,10 @@
-//! Root cause analysis. The built-in analyst (used when no language model is configured) turns
-//! what the service knows about an incident into thoughts, suggestions and a summary.
+//! Root cause analysis. The built-in analyst turns what the service knows about an incident into
+//! thoughts, suggestions and a summary; a configured language model (`model`) then writes the
+//! summary from those findings.
 
 pub mod analyst;
+pub mod incident_chat;
+pub mod model;
+pub mod postmortem;
 pub mod rca;
+pub mod reactor;

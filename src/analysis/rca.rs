@@ -9,17 +9,24 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 use vigil_aggregates::{
     chat_session::{ChatSessionCommand, Message},
-    incident::{AnalysisStatus, IncidentCommand},
+    incident::{AnalysisStatus, IncidentCommand, MAX_SUMMARY_CHARS},
     incident_analysis::{
-        AnalysisCommand, Suggestion as DomainSuggestion, SuggestionKind, ThoughtKind as DomainThoughtKind,
+        AnalysisCommand, Citation, Suggestion as DomainSuggestion, SuggestionKind, ThoughtKind as DomainThoughtKind,
     },
 };
-use vigil_projections::{incidents as read, EventConsumer, ProjectionError, StoredEvent};
+use vigil_projections::incidents as read;
 
-use super::analyst::{self, AlertFact, DeploymentFact, IncidentFacts, PastIncident, ThoughtKind};
+use vigil_llm::{ChatMessage, ChatRequest};
+
+use super::{
+    analyst::{self, AlertFact, DeploymentFact, IncidentFacts, PastIncident, ThoughtKind},
+    model::{Call, Model},
+    reactor::JobReactor,
+};
 use crate::{
+    agent::tools::Tool,
     event_store::{execute, Actor},
-    jobs::{enqueue_in, JobContext, JobFailure, JobHandler, NewJob},
+    jobs::{JobContext, JobFailure, JobHandler, NewJob},
     state::AppState,
     vector_store,
 };
@@ -35,37 +42,16 @@ struct RcaPayload {
 
 /// IncidentOpened → an RCA job, keyed by incident so it is enqueued once however often the
 /// event is read.
-pub struct RcaReactor {
-    pub db: sqlx::PgPool,
-}
-
-#[async_trait]
-impl EventConsumer for RcaReactor {
-    fn name(&self) -> &'static str {
-        "reactor_rca"
-    }
-
-    fn aggregate_type(&self) -> &'static str {
-        "Incident"
-    }
-
-    async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
-        for event in events.iter().filter(|event| event.event_type == "IncidentOpened") {
+pub fn rca_reactor(db: sqlx::PgPool) -> JobReactor {
+    JobReactor {
+        name: "reactor_rca",
+        db,
+        event_type: "IncidentOpened",
+        job: |event| {
             let opened = &event.payload["IncidentOpened"];
             let payload = json!({ "incident_id": event.aggregate_id, "user_id": opened["user_id"] });
-            let job = NewJob::new(RCA_JOB, payload).unique_key(format!("rca:incident:{}", event.aggregate_id));
-            enqueue_in(&self.db, job)
-                .await
-                .map_err(|error| ProjectionError::Reaction {
-                    consumer: self.name(),
-                    reason: error.to_string(),
-                })?;
-        }
-        Ok(())
-    }
-
-    async fn reset(&self) -> Result<(), ProjectionError> {
-        Ok(())
+            NewJob::new(RCA_JOB, payload).unique_key(format!("rca:incident:{}", event.aggregate_id))
+        },
     }
 }
 
@@ -112,26 +98,38 @@ impl RcaHandler {
         job.checkpoint().await?;
 
         let facts = self.facts(&incident).await?;
-        let analysis = analyst::analyze(&facts);
+        let mut analysis = analyst::analyze(&facts);
+        let mut citations = Vec::new();
+        if let Some(model) = &state.model {
+            if let Some((summary, cited)) = model_summary(state, model, payload, session_id, &title, &analysis).await {
+                analysis.summary = summary;
+                citations = cited;
+            }
+        }
         let already_recorded: Option<i64> =
             sqlx::query_scalar("SELECT version FROM incident_analyses WHERE incident_id = $1")
                 .bind(payload.incident_id)
                 .fetch_optional(&state.db)
                 .await?;
         if already_recorded.is_none() {
-            self.record(payload.incident_id, &analysis, job).await?;
+            self.record(payload.incident_id, &analysis, &citations, job).await?;
+        }
+        // The summary message goes into the session before the incident says `complete`, so that
+        // whoever sees `complete` also finds the answer; a retried job does not post it twice.
+        let session = vigil_projections::chat_sessions::find_active(&state.db, &payload.user_id, session_id).await?;
+        let posted = session.is_some_and(|row| row.messages.last().is_some_and(|m| m.text == analysis.summary));
+        if !posted {
+            let append = ChatSessionCommand::AppendMessage {
+                user_id: payload.user_id.clone(),
+                message: Message::assistant(analysis.summary.clone()),
+                at: Utc::now(),
+            };
+            execute(&state.events.chat_sessions, &session_id.to_string(), append, ACTOR)
+                .await
+                .map_err(retryable)?;
         }
         self.patch(payload, Some(AnalysisStatus::Complete), Some(analysis.summary.clone()))
             .await?;
-        let message = Message::assistant(analysis.summary.clone());
-        let append = ChatSessionCommand::AppendMessage {
-            user_id: payload.user_id.clone(),
-            message,
-            at: Utc::now(),
-        };
-        execute(&state.events.chat_sessions, &session_id.to_string(), append, ACTOR)
-            .await
-            .map_err(retryable)?;
         Ok(
             json!({ "thoughts": analysis.thoughts.len(), "suggestions": analysis.suggestions.len(), "chat_session_id": session_id }),
         )
@@ -200,10 +198,19 @@ impl RcaHandler {
         &self,
         incident_id: Uuid,
         analysis: &analyst::Analysis,
+        citations: &[Citation],
         job: &JobContext,
     ) -> Result<(), JobFailure> {
         let analyses = &self.state.events.analyses;
         let id = incident_id.to_string();
+        for citation in citations {
+            let command = AnalysisCommand::RecordCitation {
+                incident_id,
+                citation: citation.clone(),
+                at: Utc::now(),
+            };
+            execute(analyses, &id, command, ACTOR).await.map_err(retryable)?;
+        }
         for thought in &analysis.thoughts {
             let kind = match thought.kind {
                 ThoughtKind::Analysis => DomainThoughtKind::Analysis,
@@ -290,29 +297,27 @@ impl RcaHandler {
             })
             .collect();
         let title = incident.alert_title.clone().unwrap_or_default();
-        let mut similar = Vec::new();
-        for neighbor in self
+        let neighbors: Vec<(Uuid, f32)> = self
             .state
             .vectors
             .nearest(db, &incident.user_id, vector_store::INCIDENT, &title, 5)
             .await?
-        {
-            let Ok(id) = neighbor.owner_id.parse::<Uuid>() else {
-                continue;
-            };
-            if id == incident.id || neighbor.similarity < 0.5 {
-                continue;
-            }
-            if let Some(past) = read::find_incident(db, &incident.user_id, id).await? {
-                similar.push(PastIncident {
-                    title: past.alert_title.unwrap_or_default(),
-                    status: past.status,
-                    summary: past.aurora_summary,
-                    started_at: past.started_at,
-                    similarity: neighbor.similarity,
-                });
-            }
-        }
+            .into_iter()
+            .filter_map(|neighbor| Some((neighbor.owner_id.parse::<Uuid>().ok()?, neighbor.similarity)))
+            .filter(|&(id, similarity)| id != incident.id && similarity >= 0.5)
+            .collect();
+        let ids: Vec<Uuid> = neighbors.iter().map(|&(id, _)| id).collect();
+        let similar = read::find_incidents(db, &incident.user_id, &ids)
+            .await?
+            .into_iter()
+            .map(|past| PastIncident {
+                similarity: similarity_of(&neighbors, past.id),
+                title: past.alert_title.unwrap_or_default(),
+                status: past.status,
+                summary: past.aurora_summary,
+                started_at: past.started_at,
+            })
+            .collect();
         Ok(IncidentFacts {
             title,
             service: incident.alert_service.clone(),
@@ -346,4 +351,103 @@ struct DeploymentRow {
 
 fn retryable(error: impl std::fmt::Display) -> JobFailure {
     JobFailure::retryable(error.to_string())
+}
+
+/// Model rounds one analysis may take to check the findings with tools before it writes.
+const MAX_RCA_STEPS: usize = 4;
+/// Most characters of a tool's output kept in a citation.
+const MAX_CITATION_CHARS: usize = 4_000;
+
+/// The configured model's summary of the built-in analyst's findings, and the citations of the
+/// read-only tools it ran to check them (numbered `1, 2, ...` in the order they ran, cited as
+/// `[n]`). `None` (the built-in summary stands) when the model fails or answers nothing.
+async fn model_summary(
+    state: &AppState,
+    model: &Model,
+    payload: &RcaPayload,
+    session_id: Uuid,
+    title: &str,
+    analysis: &analyst::Analysis,
+) -> Option<(String, Vec<Citation>)> {
+    let mut findings = format!("Incident {}: {title}\n\nFindings:\n", payload.incident_id);
+    for thought in &analysis.thoughts {
+        findings += &format!("- [{:?}] {}\n", thought.kind, thought.content);
+    }
+    findings += "\nProposed steps:\n";
+    for suggestion in &analysis.suggestions {
+        findings += &format!(
+            "- [{}, {:?} risk] {}: {}{}\n",
+            suggestion.kind,
+            suggestion.risk,
+            suggestion.title,
+            suggestion.description,
+            suggestion
+                .command
+                .as_deref()
+                .map(|c| format!(" (`{c}`)"))
+                .unwrap_or_default()
+        );
+    }
+    let mut messages = vec![
+        ChatMessage::system(
+            "You are vigil, a site-reliability agent. From the findings below, write the incident's root cause \
+             summary for the on-call engineer: the most likely cause first, the evidence for it, then the next \
+             steps. Be specific to the data; do not invent facts. You may first check facts with the read-only \
+             tools; each result comes back numbered, and you cite it as [n]. At most 300 words, markdown.",
+        ),
+        ChatMessage::user(findings),
+    ];
+    // Read-only tools only: an automatic analysis never changes infrastructure.
+    let tools = Tool::specs(None);
+    let session = session_id.to_string();
+    let mut citations = Vec::new();
+    for _ in 0..MAX_RCA_STEPS {
+        let call = Call {
+            user_id: &payload.user_id,
+            session_id: Some(&session),
+            request_type: "rca",
+        };
+        let request = ChatRequest::new(messages.clone()).with_tools(tools.clone());
+        let completion = match model.complete(call, request).await {
+            Ok(completion) => completion,
+            Err(error) => {
+                tracing::warn!(%error, model = model.name(), incident_id = %payload.incident_id, "model summary failed; the built-in analyst's stands");
+                return None;
+            }
+        };
+        if completion.tool_calls.is_empty() {
+            let summary = completion.text.trim();
+            return (!summary.is_empty()).then(|| (summary.chars().take(MAX_SUMMARY_CHARS).collect(), citations));
+        }
+        messages.push(completion.to_message());
+        for call in &completion.tool_calls {
+            let input: Value = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
+            let output = match Tool::named(&call.name).filter(|tool| *tool != Tool::CloudCli) {
+                Some(tool) => match tool.run(state, &payload.user_id, session_id, &input).await {
+                    Ok(value) => value.to_string(),
+                    Err(error) => format!("error: {error}"),
+                },
+                None => format!("error: no read-only tool named {}", call.name),
+            };
+            let key = (citations.len() + 1).to_string();
+            messages.push(ChatMessage::tool_result(&call.id, format!("[{key}] {output}")));
+            citations.push(Citation {
+                key,
+                tool_name: Some(call.name.clone()),
+                command: Some(call.arguments.clone()),
+                output: output.chars().take(MAX_CITATION_CHARS).collect(),
+                executed_at: Some(Utc::now()),
+            });
+        }
+    }
+    tracing::warn!(incident_id = %payload.incident_id, "the model kept calling tools; the built-in summary stands");
+    None
+}
+
+/// The similarity the vector store gave `id` (the neighbours are few, so a scan is cheapest).
+pub(crate) fn similarity_of(neighbors: &[(Uuid, f32)], id: Uuid) -> f32 {
+    neighbors
+        .iter()
+        .find(|(neighbor, _)| *neighbor == id)
+        .map_or(0.0, |&(_, similarity)| similarity)
 }

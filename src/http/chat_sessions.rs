@@ -76,6 +76,9 @@ pub struct SessionResponse {
     updated_at: DateTime<Utc>,
     /// `active`, `in_progress`, `completed` or `cancelled`.
     status: String,
+    /// The incident the session is about, for sessions started by `POST /api/incidents/{id}/chat`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    incident_id: Option<Uuid>,
 }
 
 impl From<ChatSessionRow> for SessionResponse {
@@ -88,6 +91,7 @@ impl From<ChatSessionRow> for SessionResponse {
             created_at: row.created_at,
             updated_at: row.updated_at,
             status: row.status,
+            incident_id: row.incident_id,
         }
     }
 }

@@ -242,12 +242,12 @@ pub struct AsOfQuery {
 }
 
 /// Incident ids are UUIDs; anything else is a 400 (spec).
-fn incident_id(raw: &str) -> Result<Uuid, AppError> {
+pub(super) fn incident_id(raw: &str) -> Result<Uuid, AppError> {
     Uuid::parse_str(raw.trim())
         .map_err(|_| AppError::bad_request("invalid_incident_id", format!("incident id `{raw}` is not a UUID")))
 }
 
-async fn owned(state: &AppState, user: &IncidentUser, id: Uuid) -> Result<IncidentRow, AppError> {
+pub(super) async fn owned(state: &AppState, user: &IncidentUser, id: Uuid) -> Result<IncidentRow, AppError> {
     read::find_incident(&state.db, &user.id, id)
         .await?
         .ok_or_else(|| AppError::NotFound("incident not found".into()))

@@ -3,8 +3,10 @@
 
 mod chat_sessions;
 mod health;
+mod incident_chat;
 mod incidents;
 mod ingestion;
+mod postmortems;
 mod users;
 
 use std::{any::Any, sync::Arc};
@@ -87,6 +89,8 @@ pub fn router(state: AppState) -> Router {
         .merge(users::router())
         .merge(chat_sessions::router())
         .merge(incidents::router())
+        .merge(incident_chat::router())
+        .merge(postmortems::router())
         .merge(ingestion::router())
         .merge(health::router())
         .routes(routes!(metrics::metrics_handler))

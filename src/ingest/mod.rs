@@ -1,5 +1,8 @@
-//! Alert ingestion: webhook bodies of nine sources, parsed into one normalized shape.
+//! Alert ingestion: webhook bodies of nine sources, parsed into one normalized shape, placed
+//! into incidents in batches.
 
 pub mod parsers;
+pub mod pipeline;
+pub mod placement;
 pub mod service;
 pub mod tokens;

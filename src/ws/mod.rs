@@ -2,7 +2,8 @@
 //! `Stream` of tungstenite messages, so unit tests drive it through channels and the listener
 //! feeds it real sockets.
 
-mod protocol;
+mod connection;
+pub mod protocol;
 
 use std::time::Duration;
 
@@ -11,13 +12,19 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
+pub use connection::{Connection, TokenBucket};
 pub use protocol::{ClientMessage, ServerMessage};
+
+use crate::agent::Outbox;
 
 use crate::state::AppState;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub async fn serve(listener: TcpListener, state: AppState, shutdown: CancellationToken) {
+    // The tokenizer loads its vocabulary on first use (tens of milliseconds): do it here, off the
+    // runtime's worker threads, rather than on the first long message's socket task.
+    tokio::task::spawn_blocking(|| vigil_llm::count_tokens("warm up"));
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -52,39 +59,51 @@ async fn handle_socket(
     run_connection(sink, stream, state, shutdown).await
 }
 
-/// One client connection: read messages until the client leaves or the service shuts down.
+/// Messages a client may have queued before it counts as too slow and is dropped.
+const OUTBOUND_QUEUE: usize = 1024;
+/// How long one frame may take to be written before the client counts as gone.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One client connection: read messages and write what the workflows queue, until the client
+/// leaves, reads too slowly, or the service shuts down.
 pub async fn run_connection<Si, St>(
     mut sink: Si,
     mut stream: St,
-    _state: AppState,
+    state: AppState,
     shutdown: CancellationToken,
 ) -> Result<(), tungstenite::Error>
 where
     Si: Sink<Message, Error = tungstenite::Error> + Unpin,
     St: Stream<Item = Result<Message, tungstenite::Error>> + Unpin,
 {
-    let mut connection = protocol::Connection::default();
-    loop {
-        let incoming = tokio::select! {
+    let (outbox, mut outgoing) = Outbox::new(OUTBOUND_QUEUE);
+    let overflowed = outbox.overflowed().clone();
+    let mut connection = Connection::new(state, outbox);
+    let result = loop {
+        tokio::select! {
+            biased;
             _ = shutdown.cancelled() => {
+                connection.close(true);
                 let _ = sink.send(Message::Close(None)).await;
                 return Ok(());
             }
-            incoming = stream.next() => incoming,
-        };
-        let text = match incoming {
-            None | Some(Ok(Message::Close(_))) => return Ok(()),
-            Some(Err(error)) => return Err(error),
-            Some(Ok(Message::Text(text))) => text,
-            Some(Ok(Message::Binary(_))) => {
-                sink.send(ServerMessage::error("binary frames are not supported; send JSON text").to_frame())
-                    .await?;
-                continue;
+            _ = overflowed.cancelled() => break Ok(()),
+            Some(message) = outgoing.recv() => {
+                match tokio::time::timeout(WRITE_TIMEOUT, sink.send(message.to_frame())).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => break Err(error),
+                    Err(_) => break Ok(()),
+                }
             }
-            Some(Ok(_)) => continue, // ping/pong are answered by tungstenite
-        };
-        for reply in connection.handle(text.as_str()) {
-            sink.send(reply.to_frame()).await?;
+            incoming = stream.next() => match incoming {
+                None | Some(Ok(Message::Close(_))) => break Ok(()),
+                Some(Err(error)) => break Err(error),
+                Some(Ok(Message::Text(text))) => connection.handle(text.as_str()),
+                Some(Ok(Message::Binary(_))) => connection.reject("binary frames are not supported; send JSON text"),
+                Some(Ok(_)) => {} // ping/pong are answered by tungstenite
+            },
         }
-    }
+    };
+    connection.close(false);
+    result
 }

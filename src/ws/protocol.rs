@@ -1,21 +1,151 @@
-//! Messages of the chat channel (spec Events) and the per-connection state machine.
-//!
-//! A connection must start with `init`; until then any other message is answered with an
-//! `error` and the connection stays open so the client can still send `init`. Unparseable or
-//! unknown messages get an `error` too.
+//! Messages of the chat channel (spec Events): what clients send, parsed strictly enough to give a
+//! useful error, and the server's `{type, data, session_id?}` envelope.
 
+use chrono::{SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+/// A client message. `init` must come first; a chat query is the one message without `type`.
+#[derive(Debug, PartialEq)]
 pub enum ClientMessage {
     Init { user_id: String },
+    Query(Box<ChatQuery>),
+    Cancel { session_id: String },
+    Confirmation { confirmation_id: String, approved: bool },
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ChatQuery {
+    pub query: String,
+    pub user_id: String,
+    pub session_id: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub selected_project_id: Option<String>,
+    #[serde(default)]
+    pub attachments: Vec<Attachment>,
+    #[serde(default)]
+    pub ui_state: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub direct_tool_call: Option<DirectToolCall>,
+}
+
+/// `agent` may change infrastructure after a confirmation; `ask` is read-only.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Agent,
+    Ask,
+}
+
+/// A file sent with a chat query (spec Attachment).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Attachment {
+    pub filename: String,
+    pub file_type: String,
+    pub file_data: String,
+    #[serde(default)]
+    pub is_server_path: bool,
+    #[serde(default)]
+    pub server_path: Option<String>,
+}
+
+/// Runs one tool without asking the model (this service's shape; the spec leaves it open):
+/// `{"tool_name": "search_incidents", "input": {"query": "checkout"}}`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct DirectToolCall {
+    pub tool_name: String,
+    #[serde(default = "empty_object")]
+    pub input: Value,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+#[derive(Debug, PartialEq)]
+pub struct ParseError(pub String);
+
+impl ClientMessage {
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
+        let value: Value = serde_json::from_str(text).map_err(|_| ParseError("message is not valid JSON".into()))?;
+        if !value.is_object() {
+            return Err(ParseError("a message is a JSON object".into()));
+        }
+        let kind = value
+            .get("type")
+            .map(|kind| kind.as_str().unwrap_or_default().to_owned());
+        match kind.as_deref() {
+            Some("init") => {
+                let user_id = string_field(&value, "user_id")
+                    .ok_or_else(|| ParseError("init needs a non-empty string user_id".into()))?;
+                Ok(Self::Init { user_id })
+            }
+            Some("control") => {
+                let action = value.get("action").and_then(Value::as_str).unwrap_or_default();
+                if action != "cancel" {
+                    return Err(ParseError(format!(
+                        "unknown control action {action:?}; the one action is \"cancel\""
+                    )));
+                }
+                let session_id = string_field(&value, "session_id")
+                    .ok_or_else(|| ParseError("control needs a session_id".into()))?;
+                Ok(Self::Cancel { session_id })
+            }
+            Some("confirmation_response") => {
+                let confirmation_id = string_field(&value, "confirmation_id")
+                    .ok_or_else(|| ParseError("confirmation_response needs a confirmation_id".into()))?;
+                let approved = value
+                    .get("approved")
+                    .and_then(Value::as_bool)
+                    .ok_or_else(|| ParseError("confirmation_response needs a boolean approved".into()))?;
+                Ok(Self::Confirmation {
+                    confirmation_id,
+                    approved,
+                })
+            }
+            Some(other) => Err(ParseError(format!(
+                "unknown message type {other:?}; expected init, control or confirmation_response, or a chat query without type"
+            ))),
+            None => {
+                let query: ChatQuery =
+                    serde_path_to_error::deserialize(value).map_err(|error| ParseError(query_error(&error)))?;
+                if query.user_id.trim().is_empty() || query.session_id.trim().is_empty() {
+                    return Err(ParseError("a chat query needs user_id and session_id".into()));
+                }
+                Ok(Self::Query(Box::new(query)))
+            }
+        }
+    }
+}
+
+fn string_field(value: &Value, name: &str) -> Option<String> {
+    value
+        .get(name)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|text| !text.is_empty())
+        .map(str::to_owned)
+}
+
+fn query_error(error: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let path = error.path().to_string();
+    let inner = error.inner().to_string();
+    if path == "." {
+        // A missing field: serde names it in the message.
+        format!("invalid chat query: {inner}")
+    } else {
+        format!("invalid chat query: {path}: {inner}")
+    }
 }
 
 /// The server envelope: `{type, data, session_id?}`.
-#[derive(Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ServerMessage {
     #[serde(rename = "type")]
     pub kind: &'static str,
@@ -25,20 +155,96 @@ pub struct ServerMessage {
 }
 
 impl ServerMessage {
-    pub fn status_start() -> Self {
+    fn new(kind: &'static str, data: Value, session_id: Option<&str>) -> Self {
         Self {
-            kind: "status",
-            data: json!({ "status": "START" }),
-            session_id: None,
+            kind,
+            data,
+            session_id: session_id.map(str::to_owned),
         }
     }
 
-    pub fn error(text: impl Into<String>) -> Self {
-        Self {
-            kind: "error",
-            data: json!({ "text": text.into(), "severity": "error" }),
-            session_id: None,
+    pub fn status_start() -> Self {
+        Self::new("status", json!({ "status": "START" }), None)
+    }
+
+    pub fn status_end(session_id: &str, is_complete: bool) -> Self {
+        Self::new(
+            "status",
+            json!({ "status": "END", "isComplete": is_complete, "session_id": session_id }),
+            Some(session_id),
+        )
+    }
+
+    /// One streamed piece of the assistant's answer.
+    pub fn chunk(session_id: &str, text: &str) -> Self {
+        Self::new(
+            "message",
+            json!({ "text": text, "is_chunk": true, "is_complete": false, "streaming": true, "session_id": session_id }),
+            Some(session_id),
+        )
+    }
+
+    /// The end of the answer: the whole text, once more, as one message.
+    pub fn message_complete(session_id: &str, text: &str) -> Self {
+        Self::new(
+            "message",
+            json!({ "text": text, "is_chunk": false, "is_complete": true, "streaming": false, "session_id": session_id }),
+            Some(session_id),
+        )
+    }
+
+    pub fn tool_call(session_id: &str, call: &ToolCallStatus<'_>) -> Self {
+        let mut data = json!({
+            "tool_name": call.tool_name,
+            "input": call.input,
+            "status": call.status,
+            "timestamp": Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
+            "tool_call_id": call.tool_call_id,
+        });
+        if let Some(output) = call.output {
+            data["output"] = json!(output);
         }
+        Self::new("tool_call", data, Some(session_id))
+    }
+
+    pub fn tool_result(session_id: &str, tool_name: &str, result: Value) -> Self {
+        Self::new(
+            "tool_result",
+            json!({ "tool_name": tool_name, "result": result, "session_id": session_id }),
+            Some(session_id),
+        )
+    }
+
+    pub fn confirmation_request(
+        session_id: &str,
+        confirmation_id: &str,
+        action: &str,
+        details: Value,
+        resources: Vec<String>,
+    ) -> Self {
+        Self::new(
+            "confirmation_request",
+            json!({ "confirmation_id": confirmation_id, "action": action, "details": details, "resources": resources }),
+            Some(session_id),
+        )
+    }
+
+    pub fn usage_info(session_id: &str, total_cost: f64) -> Self {
+        let rounded = (total_cost * 100.0).round() / 100.0;
+        Self::new("usage_info", json!({ "total_cost": rounded }), Some(session_id))
+    }
+
+    pub fn error(text: impl Into<String>) -> Self {
+        Self::new("error", json!({ "text": text.into(), "severity": "error" }), None)
+    }
+
+    /// An error about one session's query or workflow; `code` is machine-readable when given.
+    pub fn session_error(session_id: &str, text: impl Into<String>, severity: Severity, code: Option<&str>) -> Self {
+        let mut data = json!({ "text": text.into(), "severity": severity, "session_id": session_id });
+        if let Some(code) = code {
+            data["code"] = json!(code);
+        }
+        Self::new("error", data, Some(session_id))
     }
 
     pub fn to_frame(&self) -> Message {
@@ -46,33 +252,21 @@ impl ServerMessage {
     }
 }
 
-#[derive(Debug, Default)]
-pub struct Connection {
-    user_id: Option<String>,
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
 }
 
-impl Connection {
-    pub fn handle(&mut self, text: &str) -> Vec<ServerMessage> {
-        let value: Value = match serde_json::from_str(text) {
-            Ok(value) => value,
-            Err(_) => return vec![ServerMessage::error("message is not valid JSON")],
-        };
-        if value.get("type").and_then(Value::as_str) == Some("init") {
-            return match serde_json::from_value::<ClientMessage>(value) {
-                Ok(ClientMessage::Init { user_id }) if !user_id.trim().is_empty() => {
-                    self.user_id = Some(user_id);
-                    vec![ServerMessage::status_start()]
-                }
-                _ => vec![ServerMessage::error("init needs a non-empty string user_id")],
-            };
-        }
-        if self.user_id.is_none() {
-            return vec![ServerMessage::error("send an init message with your user_id first")];
-        }
-        vec![ServerMessage::error(
-            "chat queries are not available on this server yet",
-        )]
-    }
+/// A tool call's state as the `tool_call` message reports it.
+pub struct ToolCallStatus<'a> {
+    pub tool_call_id: &'a str,
+    pub tool_name: &'a str,
+    pub input: &'a Value,
+    /// `running`, `success` or `error`.
+    pub status: &'static str,
+    pub output: Option<&'a str>,
 }
 
 #[cfg(test)]
@@ -80,24 +274,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn init_is_answered_with_start() {
-        let mut connection = Connection::default();
+    fn parses_each_client_message() {
         assert_eq!(
-            connection.handle(r#"{"type":"init","user_id":"u1"}"#),
-            vec![ServerMessage::status_start()]
+            ClientMessage::parse(r#"{"type":"init","user_id":"u1"}"#),
+            Ok(ClientMessage::Init { user_id: "u1".into() })
         );
+        assert_eq!(
+            ClientMessage::parse(r#"{"type":"control","action":"cancel","session_id":"s","user_id":"u1"}"#),
+            Ok(ClientMessage::Cancel { session_id: "s".into() })
+        );
+        assert_eq!(
+            ClientMessage::parse(r#"{"type":"confirmation_response","confirmation_id":"c","approved":false}"#),
+            Ok(ClientMessage::Confirmation {
+                confirmation_id: "c".into(),
+                approved: false
+            })
+        );
+        let Ok(ClientMessage::Query(query)) = ClientMessage::parse(
+            r#"{"query":"why?","user_id":"u1","session_id":"s","mode":"ask","unknown":1,
+                "direct_tool_call":{"tool_name":"search_incidents"}}"#,
+        ) else {
+            panic!("a chat query")
+        };
+        assert_eq!(query.mode, Mode::Ask);
+        assert_eq!(query.direct_tool_call.unwrap().input, json!({}));
     }
 
     #[test]
-    fn anything_before_init_is_an_error_and_init_still_works_after() {
-        let mut connection = Connection::default();
-        let replies = connection.handle(r#"{"query":"hi","user_id":"u1","session_id":"x"}"#);
-        assert_eq!(replies[0].kind, "error");
-        assert_eq!(connection.handle("not json")[0].kind, "error");
-        assert_eq!(connection.handle(r#"{"type":"init"}"#)[0].kind, "error");
+    fn explains_what_is_wrong() {
+        let error = |text: &str| ClientMessage::parse(text).unwrap_err().0;
+        assert_eq!(error("nope"), "message is not valid JSON");
+        assert!(error(r#"{"type":"init"}"#).contains("user_id"));
+        assert!(error(r#"{"type":"dance"}"#).contains("unknown message type"));
+        assert!(error(r#"{"type":"control","action":"pause","session_id":"s"}"#).contains("cancel"));
+        assert!(error(r#"{"user_id":"u","session_id":"s"}"#).contains("query"));
+        assert!(error(r#"{"query":"q","user_id":"u","session_id":"s","mode":"write"}"#).contains("mode"));
+        assert!(error(r#"{"type":"confirmation_response","confirmation_id":"c"}"#).contains("approved"));
+    }
+
+    #[test]
+    fn usage_is_rounded_to_cents() {
         assert_eq!(
-            connection.handle(r#"{"type":"init","user_id":"u1"}"#),
-            vec![ServerMessage::status_start()]
+            ServerMessage::usage_info("s", 0.12645).data,
+            json!({ "total_cost": 0.13 })
         );
     }
 }

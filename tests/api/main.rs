@@ -1,14 +1,18 @@
 //! Black-box tests of the HTTP API and WebSocket listener. One binary, so it links once.
 
+mod chat_agent;
 mod chat_sessions;
 mod cors;
 mod errors;
 mod health;
 mod helpers;
+mod incident_chat;
 mod incidents;
 mod ingestion;
 mod jobs;
 mod openapi;
+mod placement;
+mod postmortems;
 mod projections;
 mod rate_limit;
 mod rca;

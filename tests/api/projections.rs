@@ -45,6 +45,20 @@ async fn a_dropped_read_row_is_rebuilt_from_the_event_store() {
         .create_session(&user, &json!({ "title": "durable", "messages": messages }))
         .await;
     let id = session["id"].as_str().unwrap();
+    // Let the tail pass the creation first: it is the PUT below, not the tail, that must find the
+    // row missing and rebuild it.
+    let sessions = app
+        .state
+        .events
+        .consumers
+        .iter()
+        .find(|consumer| consumer.name() == "chat_sessions")
+        .unwrap()
+        .clone();
+    vigil_projections::Tail::new(app.db.clone(), sessions)
+        .catch_up()
+        .await
+        .unwrap();
 
     sqlx::query("DELETE FROM chat_sessions WHERE id = $1::uuid")
         .bind(id)
@@ -139,11 +153,14 @@ async fn the_replay_command_rebuilds_a_truncated_table() {
     let live = all_rows(&app.db).await.unwrap();
     sqlx::query("TRUNCATE chat_sessions").execute(&app.db).await.unwrap();
 
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
+    // Awaited, not blocked on: the app under test runs on this test's runtime and must keep
+    // serving (and releasing its tails' locks) while the command waits for them.
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_vigil"))
         .args(["replay", "--projection", "chat_sessions"])
         .env("DATABASE_URL", app.state.config.database_url.expose())
         .env("RUST_LOG", "warn")
         .output()
+        .await
         .expect("vigil replay runs");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(all_rows(&app.db).await.unwrap(), live);

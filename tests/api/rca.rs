@@ -1,12 +1,142 @@
-//! Automatic root cause analysis with the built-in analyst: an ingested alert ends analysed.
+//! Automatic root cause analysis: with the built-in analyst an ingested alert ends analysed; with
+//! a configured model (a real OpenAI-compatible server on loopback) the model writes the summary
+//! and every call leaves a usage row.
 
 use reqwest::Method;
 use serde_json::{json, Value};
+use vigil_llm::fake::{FakeOpenAi, Reply};
 
 use crate::{
-    helpers::{eventually, spawn_app},
+    helpers::{eventually, spawn_app, spawn_app_with, TestApp},
     ingestion::{fixture, post_alert},
 };
+
+async fn analysed_incident(app: &TestApp, user: &str) -> Value {
+    let placed = post_alert(app, user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let id = placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    eventually("the analysis to complete", || async {
+        let body: Value = app
+            .send_as(user, Method::GET, &format!("/api/incidents/{id}"), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        (body["incident"]["auroraStatus"] == "complete").then(|| body["incident"].clone())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_configured_model_writes_the_summary_and_its_usage_is_recorded() {
+    let model = FakeOpenAi::start().await;
+    let answer = "Most likely cause: the checkout-api database pool is exhausted. Raise the pool size.";
+    model.push(Reply::text(answer).usage(1200, 300));
+    let base_url = model.base_url().to_owned();
+    let app = spawn_app_with(move |config| {
+        config.llm_base_url = Some(base_url);
+        config.llm_model = "gpt-4o-mini".into();
+        config.llm_prices = Some("gpt-4o-mini=0.15/0.6".into());
+    })
+    .await;
+    let user = app.new_user().await.id;
+
+    let incident = analysed_incident(&app, &user).await;
+    assert_eq!(incident["summary"], answer);
+    let sent = model.requests();
+    assert_eq!(sent.len(), 1, "one model call per analysis");
+    let prompt = sent[0]["messages"][1]["content"].as_str().unwrap();
+    assert!(prompt.contains("Findings:"), "{prompt}");
+    assert_eq!(sent[0]["stream"], true);
+
+    let (user_id, request_type, session_id, error): (String, String, Option<String>, Option<String>) =
+        sqlx::query_as("SELECT user_id, request_type, session_id, error_message FROM llm_usage")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!((user_id.as_str(), request_type.as_str()), (user.as_str(), "rca"));
+    assert_eq!(session_id.as_deref(), incident["chatSessionId"].as_str());
+    assert_eq!(error, None);
+    let tokens: (i32, i32, i32) = sqlx::query_as("SELECT input_tokens, output_tokens, total_tokens FROM llm_usage")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(tokens, (1200, 300, 1500), "total_tokens is generated");
+    let costs: (bool, bool, bool) = sqlx::query_as(
+        "SELECT estimated_cost = 0.00036, surcharge_amount = 0.000108, total_cost_with_surcharge = 0.000468
+         FROM llm_usage",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(costs, (true, true, true), "cost 0.00036, surcharge 30 %, generated");
+}
+#[tokio::test]
+async fn when_the_model_fails_the_built_in_summary_stands_and_the_failure_is_recorded() {
+    let model = FakeOpenAi::start().await;
+    for _ in 0..3 {
+        model.push(Reply::status(500));
+    }
+    let base_url = model.base_url().to_owned();
+    let app = spawn_app_with(move |config| config.llm_base_url = Some(base_url)).await;
+    let user = app.new_user().await.id;
+
+    let incident = analysed_incident(&app, &user).await;
+    assert!(incident["summary"].as_str().unwrap().contains("built-in analyst"));
+    let (tokens, error): (i32, Option<String>) = sqlx::query_as("SELECT total_tokens, error_message FROM llm_usage")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(tokens, 0);
+    assert!(error.is_some_and(|error| error.contains("500")));
+}
+
+#[tokio::test]
+async fn the_model_checks_facts_with_tools_and_its_summary_cites_them() {
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::status(429).retry_after(1));
+    model.push(Reply::tool_call("search_incidents", json!({ "query": "checkout" })));
+    let answer = "The checkout-api pool is exhausted [1]; no earlier incident matches.";
+    model.push(Reply::text(answer));
+    let base_url = model.base_url().to_owned();
+    let app = spawn_app_with(move |config| config.llm_base_url = Some(base_url)).await;
+    let user = app.new_user().await.id;
+
+    let incident = analysed_incident(&app, &user).await;
+
+    assert_eq!(incident["summary"], answer);
+    let citations = incident["citations"].as_array().unwrap();
+    assert_eq!(citations.len(), 1, "{citations:?}");
+    assert_eq!(citations[0]["key"], "1");
+    assert_eq!(
+        citations[0]["toolName"].as_str().or(citations[0]["tool_name"].as_str()),
+        Some("search_incidents")
+    );
+    assert!(
+        citations[0]["output"].as_str().unwrap().contains("\"title\""),
+        "the tool ran: {}",
+        citations[0]["output"]
+    );
+    let sent = model.requests();
+    assert_eq!(sent.len(), 3, "the 429 was retried, then the tool round");
+    assert!(sent[1]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|tool| tool["function"]["name"] != "cloud_cli"));
+    let tool_message = sent[2]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    assert!(tool_message["content"].as_str().unwrap().starts_with("[1] "));
+    let rows: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM llm_usage WHERE request_type = 'rca' AND error_message IS NULL")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(rows, 2, "one usage row per model call");
+}
 
 #[tokio::test]
 async fn an_alert_after_a_failed_deploy_is_analysed_end_to_end() {

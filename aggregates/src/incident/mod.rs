@@ -267,7 +267,7 @@ pub enum IncidentError {
     Invalid(String),
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Incident {
     id: Option<Uuid>,
     user_id: String,
@@ -320,7 +320,9 @@ impl Incident {
         }
     }
 
-    fn decide(&self, command: IncidentCommand) -> Result<Vec<IncidentEvent>, IncidentError> {
+    /// The events a command yields, without applying them: the rules `handle` runs, for callers that
+    /// write several aggregates in one transaction (batched alert placement).
+    pub fn decide(&self, command: IncidentCommand) -> Result<Vec<IncidentEvent>, IncidentError> {
         use IncidentCommand as C;
         use IncidentEvent as E;
         match command {
@@ -465,6 +467,11 @@ impl Incident {
                 Ok(vec![E::ChatSessionLinked { session_id, at }])
             }
         }
+    }
+
+    /// The owner (empty before the incident is opened).
+    pub fn user_id(&self) -> &str {
+        &self.user_id
     }
 
     pub fn alerts(&self) -> &[AlertInfo] {

@@ -69,7 +69,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
                 .await?;
             }
             E::AlertCorrelated { alert, correlation, at } => {
-                add_alerts(conn, id, version, *at, &[(alert, correlation.clone())]).await?;
+                add_alerts(conn, id, version, *at, &[(alert, correlation.clone(), *at)]).await?;
             }
             E::IncidentAbsorbed {
                 source_incident_id,
@@ -81,7 +81,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     score: 1.0,
                     details: json!({ "merged_from_incident_id": source_incident_id }),
                 };
-                let alerts: Vec<_> = alerts.iter().map(|alert| (alert, manual.clone())).collect();
+                let alerts: Vec<_> = alerts.iter().map(|alert| (alert, manual.clone(), *at)).collect();
                 add_alerts(conn, id, version, *at, &alerts).await?;
             }
             E::StatusChanged {
@@ -148,6 +148,41 @@ impl ReadModel<Incident> for IncidentsReadModel {
         Ok(())
     }
 
+    /// Runs of correlated alerts (an alert storm placed in one batch) are written together.
+    async fn apply_all(
+        &self,
+        conn: &mut PgConnection,
+        events: &[&EventEnvelope<Incident>],
+    ) -> Result<(), ProjectionError> {
+        let mut rest = events;
+        while let Some(first) = rest.first() {
+            let run = rest
+                .iter()
+                .take_while(|event| matches!(event.payload, IncidentEvent::AlertCorrelated { .. }))
+                .count();
+            if run < 2 {
+                self.apply(conn, first).await?;
+                rest = &rest[1..];
+                continue;
+            }
+            let (correlated, after) = rest.split_at(run);
+            let alerts: Vec<_> = correlated
+                .iter()
+                .filter_map(|event| match &event.payload {
+                    IncidentEvent::AlertCorrelated { alert, correlation, at } => {
+                        Some((alert, correlation.clone(), *at))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let last = correlated[run - 1];
+            let id = Uuid::parse_str(&last.aggregate_id).unwrap_or_default();
+            add_alerts(conn, id, last.sequence as i64, last.payload.at(), &alerts).await?;
+            rest = after;
+        }
+        Ok(())
+    }
+
     async fn truncate(&self, conn: &mut PgConnection) -> Result<(), ProjectionError> {
         // CASCADE also empties the analysis tables that reference incidents; a full `vigil
         // replay` rebuilds them after this projection.
@@ -194,43 +229,54 @@ pub async fn as_of(
     Ok(incident.map(|incident| (incident, correlated)))
 }
 
-/// Records correlated alerts and folds them into the incident's count, services and last alert time.
+/// Records correlated alerts (each with the time it was received) and folds them into the
+/// incident's count, services and last alert time.
 async fn add_alerts(
     conn: &mut PgConnection,
     incident_id: Uuid,
     version: i64,
     at: chrono::DateTime<chrono::Utc>,
-    alerts: &[(&AlertInfo, Correlation)],
+    alerts: &[(&AlertInfo, Correlation, chrono::DateTime<chrono::Utc>)],
 ) -> Result<(), ProjectionError> {
-    let user_id: String = sqlx::query_scalar("SELECT user_id FROM incidents WHERE id = $1")
-        .bind(incident_id)
-        .fetch_one(&mut *conn)
-        .await?;
-    for (alert, correlation) in alerts {
-        sqlx::query(
-            "INSERT INTO correlated_alerts (user_id, incident_id, source_type, source_alert_id, alert_title, alert_service,
-                 alert_severity, correlation_strategy, correlation_score, correlation_details, alert_metadata, fired_at, received_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-             ON CONFLICT (incident_id, source_type, source_alert_id) DO NOTHING",
-        )
-        .bind(&user_id)
-        .bind(incident_id)
-        .bind(&alert.source_type)
-        .bind(alert.source_alert_id)
-        .bind(&alert.title)
-        .bind(&alert.service)
-        .bind(&alert.severity)
-        .bind(&correlation.strategy)
-        .bind(correlation.score)
-        .bind(Json(&correlation.details))
-        .bind(Json(&alert.metadata))
-        .bind(alert.fired_at)
-        .bind(at)
-        .execute(&mut *conn)
-        .await?;
-    }
-    let services: Vec<String> = alerts.iter().filter_map(|(alert, _)| alert.service.clone()).collect();
-    let latest = alerts.iter().map(|(alert, _)| alert.fired_at).max();
+    sqlx::query(
+        "INSERT INTO correlated_alerts (user_id, incident_id, source_type, source_alert_id, alert_title, alert_service,
+             alert_severity, correlation_strategy, correlation_score, correlation_details, alert_metadata, fired_at,
+             received_at)
+         SELECT i.user_id, i.id, a.source_type, a.source_alert_id, a.alert_title, a.alert_service, a.alert_severity,
+             a.strategy, a.score, a.details, a.metadata, a.fired_at, a.received_at
+         FROM incidents i,
+             unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[],
+                 $9::jsonb[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[])
+             WITH ORDINALITY AS a(source_type, source_alert_id, alert_title, alert_service, alert_severity, strategy,
+                 score, details, metadata, fired_at, received_at, ordinality)
+         WHERE i.id = $1
+         ORDER BY a.ordinality
+         ON CONFLICT (incident_id, source_type, source_alert_id) DO NOTHING",
+    )
+    .bind(incident_id)
+    .bind(
+        alerts
+            .iter()
+            .map(|(a, _, _)| a.source_type.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(alerts.iter().map(|(a, _, _)| a.source_alert_id).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|(a, _, _)| a.title.as_str()).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|(a, _, _)| a.service.as_deref()).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|(a, _, _)| a.severity.as_deref()).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|(_, c, _)| c.strategy.as_str()).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|(_, c, _)| c.score).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|(_, c, _)| Json(&c.details)).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|(a, _, _)| Json(&a.metadata)).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|(a, _, _)| a.fired_at).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|(_, _, received)| *received).collect::<Vec<_>>())
+    .execute(&mut *conn)
+    .await?;
+    let services: Vec<String> = alerts
+        .iter()
+        .filter_map(|(alert, _, _)| alert.service.clone())
+        .collect();
+    let latest = alerts.iter().map(|(alert, _, _)| alert.fired_at).max();
     sqlx::query(
         "UPDATE incidents SET
              correlated_alert_count = correlated_alert_count + $4,

@@ -69,6 +69,21 @@ pub async fn find_incident(
     .await
 }
 
+/// The user's incidents among `ids`, in the order of `ids` (ids that are not the user's are left out).
+pub async fn find_incidents(db: &PgPool, user_id: &str, ids: &[Uuid]) -> sqlx::Result<Vec<IncidentRow>> {
+    sqlx::query_as(&format!(
+        "SELECT {INCIDENT_COLUMNS} FROM unnest($1::uuid[]) WITH ORDINALITY AS wanted(id, position)
+         JOIN incidents i ON i.id = wanted.id
+         LEFT JOIN incidents target ON target.id = i.merged_into_incident_id
+         WHERE i.user_id = $2
+         ORDER BY wanted.position"
+    ))
+    .bind(ids)
+    .bind(user_id)
+    .fetch_all(db)
+    .await
+}
+
 /// Every incident row, in id order (for comparing a replayed table with the live one).
 pub async fn all_incidents(db: &PgPool) -> sqlx::Result<Vec<IncidentRow>> {
     sqlx::query_as(&format!(
@@ -205,25 +220,44 @@ pub struct CandidateRow {
     pub embedding: Option<Vec<f32>>,
 }
 
-/// The user's investigating incidents with an alert within `[from, to]`.
+/// A correlation candidate of one of the users asked about.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct UserCandidateRow {
+    pub user_id: String,
+    #[sqlx(flatten)]
+    pub candidate: CandidateRow,
+}
+
+/// For each `(user, from, to)`: the user's investigating incidents with an alert within
+/// `[from, to]` and fewer than `max_correlated` correlated alerts, most recently active first (at
+/// most 200 a user).
 pub async fn correlation_candidates(
     db: impl sqlx::PgExecutor<'_>,
-    user_id: &str,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-) -> sqlx::Result<Vec<CandidateRow>> {
+    windows: &[(&str, DateTime<Utc>, DateTime<Utc>)],
+    max_correlated: i32,
+) -> sqlx::Result<Vec<UserCandidateRow>> {
+    let users: Vec<&str> = windows.iter().map(|(user, _, _)| *user).collect();
+    let froms: Vec<DateTime<Utc>> = windows.iter().map(|(_, from, _)| *from).collect();
+    let tos: Vec<DateTime<Utc>> = windows.iter().map(|(_, _, to)| *to).collect();
     sqlx::query_as(
-        "SELECT i.id, i.alert_title, i.alert_service, i.affected_services, i.started_at, i.last_alert_at,
-                i.correlated_alert_count, e.vector AS embedding
-         FROM incidents i
-         LEFT JOIN embeddings e ON e.owner_kind = 'incident' AND e.owner_id = i.id::text
-         WHERE i.user_id = $1 AND i.status = 'investigating' AND i.last_alert_at >= $2 AND i.started_at <= $3
-         ORDER BY i.last_alert_at DESC
-         LIMIT 200",
+        "SELECT w.user_id, c.*
+         FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS w(user_id, from_at, to_at)
+         CROSS JOIN LATERAL (
+             SELECT i.id, i.alert_title, i.alert_service, i.affected_services, i.started_at, i.last_alert_at,
+                    i.correlated_alert_count, e.vector AS embedding
+             FROM incidents i
+             LEFT JOIN embeddings e ON e.owner_kind = 'incident' AND e.owner_id = i.id::text
+             WHERE i.user_id = w.user_id AND i.status = 'investigating'
+               AND i.last_alert_at >= w.from_at AND i.started_at <= w.to_at
+               AND i.correlated_alert_count < $4
+             ORDER BY i.last_alert_at DESC
+             LIMIT 200
+         ) c",
     )
-    .bind(user_id)
-    .bind(from)
-    .bind(to)
+    .bind(users)
+    .bind(froms)
+    .bind(tos)
+    .bind(max_correlated)
     .fetch_all(db)
     .await
 }

@@ -1,0 +1,552 @@
+//! The agent: answers one chat query. It streams the model's reply in sentence-cut chunks, runs
+//! the tools the model asks for (asking the user before anything that changes infrastructure),
+//! feeds their results back for up to `AGENT_MAX_STEPS` rounds, and keeps the conversation in
+//! the session through the ChatSession aggregate. Without a configured model, a built-in
+//! assistant answers from the user's incidents.
+
+pub mod attachments;
+pub mod cli;
+pub mod outbox;
+pub mod tools;
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::Utc;
+use cqrs_es::AggregateError;
+use dashmap::DashMap;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+use vigil_aggregates::chat_session::{
+    ChatSessionCommand, ChatSessionError, Message, Sender, ToolCall as StoredToolCall,
+};
+use vigil_llm::{ChatMessage, ChatRequest, ContentPart, LlmError, SentenceChunker, StreamEvent};
+
+pub use outbox::Outbox;
+
+use self::{cli::CommandKind, tools::Tool};
+use crate::{
+    analysis::model::Call,
+    event_store::{execute, Actor},
+    state::AppState,
+    ws::protocol::{ChatQuery, Mode, ServerMessage, Severity, ToolCallStatus},
+};
+
+/// Earlier messages of the session the model is shown, newest last.
+const CONTEXT_MESSAGES: usize = 20;
+/// Most characters of a tool's result the model is shown.
+const MAX_TOOL_RESULT_CHARS: usize = 8_000;
+
+const SYSTEM_PROMPT: &str = "You are Vigil, a site-reliability agent. You help the user understand and fix \
+    incidents in their infrastructure. Use the tools to look at their incidents, correlated alerts, recent \
+    deployments and similar past incidents before you answer; say what the data shows and what it does not. \
+    Be concise and concrete.";
+
+/// Confirmations the agent is waiting for on one connection: id → (session, where the answer goes).
+pub type Confirmations = Arc<DashMap<String, (Uuid, oneshot::Sender<bool>)>>;
+
+/// How one answer ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ending {
+    Complete,
+    Cancelled,
+    Failed,
+}
+
+/// Answers `query` in the user's session `session_id` (refused when it is not theirs), about
+/// `incident_id` when given. Sends everything through `outbox` and ends with `status END`.
+pub async fn answer(
+    state: AppState,
+    query: ChatQuery,
+    session_id: Uuid,
+    incident_id: Option<Uuid>,
+    outbox: Outbox,
+    confirmations: Confirmations,
+    cancel: CancellationToken,
+) -> Ending {
+    let sid = session_id.to_string();
+    let user_id = query.user_id.clone();
+    let accepted = match attachments::accept(
+        &query.attachments,
+        &state.config.data_dir,
+        state.config.attachment_max_bytes,
+    ) {
+        Ok(accepted) => accepted,
+        Err(message) => {
+            outbox.send(ServerMessage::session_error(
+                &sid,
+                message,
+                Severity::Error,
+                Some("INVALID_ATTACHMENT"),
+            ));
+            outbox.send(ServerMessage::status_end(&sid, false));
+            return Ending::Failed;
+        }
+    };
+    let earlier = match vigil_projections::chat_sessions::find_active(&state.db, &user_id, session_id).await {
+        Ok(Some(session)) => session,
+        Ok(None) => {
+            outbox.send(ServerMessage::session_error(
+                &sid,
+                "chat session not found",
+                Severity::Error,
+                Some("SESSION_NOT_FOUND"),
+            ));
+            return Ending::Failed;
+        }
+        Err(error) => {
+            tracing::error!(%error, session = %sid, "chat session lookup failed");
+            outbox.send(ServerMessage::session_error(
+                &sid,
+                "the session could not be read; try again",
+                Severity::Error,
+                None,
+            ));
+            return Ending::Failed;
+        }
+    };
+    let sessions = state.events.chat_sessions.clone();
+    // A session already in progress (an incident question the HTTP handler queued) is not
+    // reopened first, which would flap its status to active and back.
+    let reopen = earlier.status != "in_progress";
+    let history = match begin_turn(&state, &query, session_id, &earlier.messages, reopen, &accepted).await {
+        Ok(history) => history,
+        Err(error) => {
+            tracing::error!(%error, session = %sid, "chat turn could not start");
+            outbox.send(ServerMessage::session_error(
+                &sid,
+                "the message could not be saved; try again",
+                Severity::Error,
+                None,
+            ));
+            outbox.send(ServerMessage::status_end(&sid, false));
+            return Ending::Failed;
+        }
+    };
+
+    let mut turn = Turn {
+        state: &state,
+        outbox: &outbox,
+        confirmations: &confirmations,
+        user_id: &user_id,
+        session_id,
+        sid: &sid,
+        mode: query.mode,
+        chunker: SentenceChunker::new(),
+        text: String::new(),
+        tool_calls: Vec::new(),
+    };
+    let outcome = {
+        let work = turn.run(&query, incident_id, history, &accepted);
+        tokio::pin!(work);
+        tokio::select! {
+            _ = cancel.cancelled() => None,
+            outcome = &mut work => Some(outcome),
+        }
+    };
+    // Whatever was cut mid-sentence still goes out, so the client's text matches what is saved.
+    for chunk in turn.chunker.finish() {
+        outbox.send(ServerMessage::chunk(&sid, &chunk));
+    }
+    let ending = match outcome {
+        None => Ending::Cancelled,
+        Some(Ok(())) => Ending::Complete,
+        Some(Err(error)) => {
+            tracing::warn!(%error, session = %sid, "agent answer failed");
+            outbox.send(ServerMessage::session_error(
+                &sid,
+                format!("the language model failed: {error}"),
+                Severity::Error,
+                Some("MODEL_ERROR"),
+            ));
+            Ending::Failed
+        }
+    };
+    if ending == Ending::Complete {
+        outbox.send(ServerMessage::message_complete(&sid, &turn.text));
+    }
+
+    let now = Utc::now();
+    let actor = Actor::User(&user_id);
+    let (text, tool_calls) = (std::mem::take(&mut turn.text), std::mem::take(&mut turn.tool_calls));
+    if !text.is_empty() || !tool_calls.is_empty() {
+        let mut message = Message::assistant(text);
+        message.timestamp = Some(now.to_rfc3339());
+        message.tool_calls = (!tool_calls.is_empty()).then_some(tool_calls);
+        let append = ChatSessionCommand::AppendMessage {
+            user_id: user_id.clone(),
+            message,
+            at: now,
+        };
+        if let Err(error) = execute(&sessions, &sid, append, actor.clone()).await {
+            tracing::error!(%error, session = %sid, "assistant message not saved");
+        }
+    }
+    let status = match ending {
+        Ending::Complete => ChatSessionCommand::Complete {
+            user_id: user_id.clone(),
+            at: now,
+        },
+        Ending::Cancelled => ChatSessionCommand::Cancel {
+            user_id: user_id.clone(),
+            at: now,
+        },
+        Ending::Failed => ChatSessionCommand::Reactivate {
+            user_id: user_id.clone(),
+            at: now,
+        },
+    };
+    if let Err(error) = execute(&sessions, &sid, status, actor).await {
+        tracing::error!(%error, session = %sid, "session status not saved");
+    }
+    if state.model.is_some() {
+        outbox.send(ServerMessage::usage_info(&sid, session_cost(&state, &sid).await));
+    }
+    outbox.send(ServerMessage::status_end(&sid, ending == Ending::Complete));
+    ending
+}
+
+/// Saves the user's message (and UI state), reopens a closed session, marks it in progress, and
+/// returns the conversation so far for the model.
+async fn begin_turn(
+    state: &AppState,
+    query: &ChatQuery,
+    session_id: Uuid,
+    earlier: &[Message],
+    reopen: bool,
+    accepted: &[attachments::Accepted],
+) -> Result<Vec<ChatMessage>, AggregateError<ChatSessionError>> {
+    let sessions = &state.events.chat_sessions;
+    let sid = &session_id.to_string();
+    let actor = Actor::User(&query.user_id);
+    let user_id = query.user_id.clone();
+    let now = Utc::now();
+    let mut commands = Vec::new();
+    if reopen {
+        commands.push(ChatSessionCommand::Reactivate {
+            user_id: user_id.clone(),
+            at: now,
+        });
+    }
+    if let Some(ui_state) = &query.ui_state {
+        commands.push(ChatSessionCommand::Update {
+            user_id: user_id.clone(),
+            title: None,
+            messages: None,
+            ui_state: Some(ui_state.clone()),
+            at: now,
+        });
+    }
+    let mut message = Message::user(query.query.clone());
+    message.timestamp = Some(now.to_rfc3339());
+    let images = attachments::image_entries(accepted);
+    message.images = (!images.is_empty()).then_some(images);
+    commands.push(ChatSessionCommand::AppendMessage {
+        user_id: user_id.clone(),
+        message,
+        at: now,
+    });
+    commands.push(ChatSessionCommand::MarkInProgress { user_id, at: now });
+    for command in commands {
+        execute(sessions, sid, command, actor.clone()).await?;
+    }
+    let skip = earlier.len().saturating_sub(CONTEXT_MESSAGES);
+    Ok(earlier
+        .iter()
+        .skip(skip)
+        .filter(|message| !message.text.trim().is_empty())
+        .map(|message| match message.sender {
+            Sender::User => ChatMessage::user(message.text.clone()),
+            Sender::Assistant => ChatMessage::assistant(message.text.clone()),
+        })
+        .collect())
+}
+
+/// Sum of the session's model costs, with surcharge, in USD.
+async fn session_cost(state: &AppState, session_id: &str) -> f64 {
+    sqlx::query_scalar(
+        "SELECT COALESCE(sum(total_cost_with_surcharge), 0)::float8 FROM llm_usage WHERE session_id = $1",
+    )
+    .bind(session_id)
+    .fetch_one(&state.db)
+    .await
+    .unwrap_or(0.0)
+}
+
+/// One answer in the making: the text streamed so far and the tools run.
+struct Turn<'a> {
+    state: &'a AppState,
+    outbox: &'a Outbox,
+    confirmations: &'a Confirmations,
+    user_id: &'a str,
+    session_id: Uuid,
+    sid: &'a str,
+    mode: Mode,
+    chunker: SentenceChunker,
+    text: String,
+    tool_calls: Vec<StoredToolCall>,
+}
+
+impl Turn<'_> {
+    async fn run(
+        &mut self,
+        query: &ChatQuery,
+        incident_id: Option<Uuid>,
+        history: Vec<ChatMessage>,
+        accepted: &[attachments::Accepted],
+    ) -> Result<(), LlmError> {
+        if let Some(direct) = &query.direct_tool_call {
+            let output = self
+                .run_tool(
+                    &format!("direct_{}", Uuid::new_v4().simple()),
+                    &direct.tool_name,
+                    &direct.input,
+                )
+                .await;
+            self.say(&format!(
+                "Ran {} directly.\n\n{}",
+                direct.tool_name,
+                short(&output, 2_000)
+            ));
+            return Ok(());
+        }
+        let incident = match incident_id {
+            Some(id) => {
+                let call_id = format!("context_{}", Uuid::new_v4().simple());
+                Some(
+                    self.run_tool(&call_id, Tool::GetIncident.name(), &json!({ "incident_id": id }))
+                        .await,
+                )
+            }
+            None => None,
+        };
+        let Some(model) = self.state.model.clone() else {
+            match incident {
+                Some(incident) => self.builtin_about_incident(&incident),
+                None => self.builtin(&query.query).await,
+            }
+            return Ok(());
+        };
+        let mut parts = vec![ContentPart::Text(query.query.clone())];
+        parts.extend(accepted.iter().map(attachments::Accepted::content_part));
+        let mut messages = vec![ChatMessage::system(match self.mode {
+            Mode::Agent => format!("{SYSTEM_PROMPT} Commands that change infrastructure need the user's confirmation."),
+            Mode::Ask => format!("{SYSTEM_PROMPT} This conversation is read-only: never propose changes to run."),
+        })];
+        if let Some(incident) = incident {
+            messages.push(ChatMessage::system(format!(
+                "The user asks about this incident: {incident}"
+            )));
+        }
+        messages.extend(history);
+        messages.push(ChatMessage::User { parts });
+        let specs = Tool::specs(self.state.agent_cli.as_deref());
+        for _ in 0..self.state.config.agent_max_steps {
+            let mut request = ChatRequest::new(messages.clone()).with_tools(specs.clone());
+            request.model = query.model.clone().filter(|model| !model.trim().is_empty());
+            let call = Call {
+                user_id: self.user_id,
+                session_id: Some(self.sid),
+                request_type: "chat",
+            };
+            let mut on_event = |event: &StreamEvent| {
+                if let StreamEvent::TextDelta(delta) = event {
+                    self.say(delta);
+                }
+            };
+            let completion = model.complete_streaming(call, request, &mut on_event).await?;
+            if completion.tool_calls.is_empty() {
+                return Ok(());
+            }
+            messages.push(completion.to_message());
+            for call in &completion.tool_calls {
+                let input = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({ "raw": call.arguments }));
+                let output = self.run_tool(&call.id, &call.name, &input).await;
+                messages.push(ChatMessage::tool_result(
+                    &call.id,
+                    short(&output, MAX_TOOL_RESULT_CHARS),
+                ));
+            }
+        }
+        self.say(&format!(
+            "\n\nI stopped after {} rounds of tool calls; ask me to continue if you want me to dig further.",
+            self.state.config.agent_max_steps
+        ));
+        Ok(())
+    }
+
+    /// Streams text to the client in sentence-cut chunks and keeps it for the saved message.
+    fn say(&mut self, text: &str) {
+        self.text.push_str(text);
+        for chunk in self.chunker.push(text) {
+            self.outbox.send(ServerMessage::chunk(self.sid, &chunk));
+        }
+    }
+
+    /// Runs one tool call end to end (classification, confirmation, execution, the `tool_call`
+    /// and `tool_result` messages) and returns the output the model and the stored message get.
+    async fn run_tool(&mut self, call_id: &str, name: &str, input: &Value) -> String {
+        let sid = self.sid;
+        let report = |status: &'static str, output: Option<&str>| {
+            ServerMessage::tool_call(
+                sid,
+                &ToolCallStatus {
+                    tool_call_id: call_id,
+                    tool_name: name,
+                    input,
+                    status,
+                    output,
+                },
+            )
+        };
+        self.outbox.send(report("running", None));
+        let result = match Tool::named(name) {
+            None => Err(format!("there is no tool named {name}")),
+            Some(tool) => self.permitted_run(tool, input).await,
+        };
+        let output = match &result {
+            Ok(value) => value.as_str().map_or_else(|| value.to_string(), str::to_owned),
+            Err(message) => message.clone(),
+        };
+        match &result {
+            Ok(value) => {
+                self.outbox.send(report("success", Some(&output)));
+                self.outbox
+                    .send(ServerMessage::tool_result(self.sid, name, value.clone()));
+            }
+            Err(message) => {
+                self.outbox.send(report("error", Some(&output)));
+                self.outbox.send(ServerMessage::session_error(
+                    self.sid,
+                    format!("tool {name} failed: {message}"),
+                    Severity::Warning,
+                    Some("TOOL_FAILED"),
+                ));
+            }
+        }
+        self.tool_calls.push(StoredToolCall {
+            tool_name: name.to_owned(),
+            input: input.clone(),
+            output: output.clone(),
+            extra: Default::default(),
+        });
+        output
+    }
+
+    async fn permitted_run(&mut self, tool: Tool, input: &Value) -> Result<Value, String> {
+        let kind = tool.classify(input).map_err(|error| error.to_string())?;
+        if kind == CommandKind::Mutating {
+            match self.mode {
+                Mode::Ask => {
+                    self.outbox.send(ServerMessage::session_error(
+                        self.sid,
+                        "this command would change infrastructure, and the session is in ask (read-only) mode; \
+                         switch to agent mode to run it",
+                        Severity::Error,
+                        Some("READ_ONLY_MODE"),
+                    ));
+                    return Err("refused: ask mode is read-only".into());
+                }
+                Mode::Agent => {
+                    if !self.confirmed(tool, input).await {
+                        return Err("not run: the user declined (or did not answer) the confirmation".into());
+                    }
+                }
+            }
+        }
+        let limit = Duration::from_secs(self.state.config.agent_tool_timeout_secs);
+        match tokio::time::timeout(limit, tool.run(self.state, self.user_id, self.session_id, input)).await {
+            Ok(result) => result.map_err(|error| error.to_string()),
+            Err(_) => Err(format!("{} did not finish within {} s", tool.name(), limit.as_secs())),
+        }
+    }
+
+    /// Asks the user to approve a mutating call; silence until the timeout is a refusal.
+    async fn confirmed(&mut self, tool: Tool, input: &Value) -> bool {
+        if self.outbox.is_closed() {
+            return false; // nobody is there to approve
+        }
+        let confirmation_id = Uuid::new_v4().to_string();
+        let (answer, answered) = oneshot::channel();
+        self.confirmations
+            .insert(confirmation_id.clone(), (self.session_id, answer));
+        let command = input.get("command").and_then(Value::as_str).unwrap_or_default();
+        self.outbox.send(ServerMessage::confirmation_request(
+            self.sid,
+            &confirmation_id,
+            tool.name(),
+            json!({ "command": command, "reason": "this command may change infrastructure" }),
+            cli::parse(command)
+                .map(|argv| argv.into_iter().take(1).collect())
+                .unwrap_or_default(),
+        ));
+        let wait = Duration::from_secs(self.state.config.agent_confirmation_timeout_secs);
+        let approved = matches!(tokio::time::timeout(wait, answered).await, Ok(Ok(true)));
+        self.confirmations.remove(&confirmation_id);
+        approved
+    }
+
+    /// The answer when no model is configured: what the user's incidents say about the question.
+    async fn builtin(&mut self, question: &str) {
+        self.say(
+            "No language model is configured on this server, so the built-in assistant answers: it searches \
+             your incidents for the words of your question. ",
+        );
+        let call_id = format!("builtin_{}", Uuid::new_v4().simple());
+        let output = self
+            .run_tool(&call_id, Tool::SearchIncidents.name(), &json!({ "query": question }))
+            .await;
+        let found: Vec<Value> = serde_json::from_str(&output).unwrap_or_default();
+        if found.is_empty() {
+            self.say(&format!(
+                "None of your incidents matches \"{}\". Ask about a service or an alert title, or configure \
+                 LLM_BASE_URL for full answers.",
+                short(question, 80)
+            ));
+            return;
+        }
+        self.say(&format!("I found {} matching incidents, newest first.\n", found.len()));
+        for incident in found.iter().take(10) {
+            self.say(&format!("\n- {}.", describe_incident(incident)));
+        }
+    }
+
+    /// The built-in answer to a question about one incident: what its record says.
+    fn builtin_about_incident(&mut self, incident_json: &str) {
+        let Ok(incident) = serde_json::from_str::<Value>(incident_json) else {
+            self.say("No language model is configured, and the incident could not be read.");
+            return;
+        };
+        self.say(&format!(
+            "No language model is configured on this server, so the built-in assistant answers from the incident's \
+             record: {}. ",
+            describe_incident(&incident)
+        ));
+        match incident["summary"].as_str().filter(|summary| !summary.is_empty()) {
+            Some(summary) => self.say(&format!("The analysis says: {summary}")),
+            None => self.say("Its analysis has not written a summary yet."),
+        }
+    }
+}
+
+/// One line about an incident, from the JSON the incident tools return.
+fn describe_incident(incident: &Value) -> String {
+    let text = |key: &str| incident[key].as_str().unwrap_or("unknown").to_owned();
+    format!(
+        "\"{}\" ({}; severity {}; service {}; started {}; {} correlated alerts)",
+        text("title"),
+        text("status"),
+        text("severity"),
+        text("service"),
+        text("started_at"),
+        incident["correlated_alert_count"].as_i64().unwrap_or(0),
+    )
+}
+
+fn short(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}

@@ -1,0 +1,43 @@
+//! Reactors on the incident event tail that turn one kind of event into a background job.
+
+use async_trait::async_trait;
+use sqlx::PgPool;
+use vigil_projections::{EventConsumer, ProjectionError, StoredEvent};
+
+use crate::jobs::{enqueue_in, NewJob};
+
+/// Enqueues the job `job` makes of every `event_type` event. The job's unique key, derived from
+/// the event, makes reading an event again enqueue nothing new.
+pub struct JobReactor {
+    pub name: &'static str,
+    pub db: PgPool,
+    pub event_type: &'static str,
+    pub job: fn(&StoredEvent) -> NewJob,
+}
+
+#[async_trait]
+impl EventConsumer for JobReactor {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn aggregate_type(&self) -> &'static str {
+        "Incident"
+    }
+
+    async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
+        for event in events.iter().filter(|event| event.event_type == self.event_type) {
+            enqueue_in(&self.db, (self.job)(event))
+                .await
+                .map_err(|error| ProjectionError::Reaction {
+                    consumer: self.name,
+                    reason: error.to_string(),
+                })?;
+        }
+        Ok(())
+    }
+
+    async fn reset(&self) -> Result<(), ProjectionError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,117 @@
+//! Group commit for alert placement. Handlers hand their notification to a lane and wait for its
+//! outcome; each lane places whatever has queued up while its previous batch was being written,
+//! in one transaction. An idle lane places a lone notification at once (no added latency); under
+//! load a batch grows to share one commit among many alerts.
+//!
+//! A user always maps to the same lane, so one user's notifications are placed in arrival order
+//! and never by two lanes at once; lanes let different users' batches overlap their round trips.
+
+use std::{
+    hash::{Hash, Hasher},
+    sync::Arc,
+};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    parsers::NormalizedAlert,
+    placement::{Notification, Placer},
+    service::IngestedAlert,
+};
+use crate::error::AppError;
+
+/// Notifications a lane queues before `submit` waits (backpressure on an alert storm).
+const LANE_QUEUE: usize = 1024;
+
+type Outcome = Result<Vec<IngestedAlert>, AppError>;
+
+struct Submission {
+    notification: Notification,
+    reply: oneshot::Sender<Outcome>,
+}
+
+pub struct IngestPipeline {
+    lanes: Vec<mpsc::Sender<Submission>>,
+}
+
+impl IngestPipeline {
+    /// Starts `lanes` placement tasks; they stop when the pipeline is dropped.
+    pub fn start(placer: Placer, lanes: usize, max_batch_alerts: usize) -> Self {
+        let placer = Arc::new(placer);
+        let lanes = (0..lanes.max(1))
+            .map(|_| {
+                let (sender, receiver) = mpsc::channel(LANE_QUEUE);
+                tokio::spawn(run_lane(placer.clone(), receiver, max_batch_alerts.max(1)));
+                sender
+            })
+            .collect();
+        Self { lanes }
+    }
+
+    /// Places a notification's alerts; resolves once they are committed.
+    pub async fn submit(&self, user_id: &str, alerts: Vec<NormalizedAlert>) -> Outcome {
+        if alerts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (reply, outcome) = oneshot::channel();
+        let submission = Submission {
+            notification: Notification::new(user_id.to_owned(), alerts),
+            reply,
+        };
+        let stopped = || AppError::Internal(anyhow::anyhow!("the ingestion pipeline has stopped"));
+        self.lanes[self.lane_of(user_id)]
+            .send(submission)
+            .await
+            .map_err(|_| stopped())?;
+        outcome.await.map_err(|_| stopped())?
+    }
+
+    fn lane_of(&self, user_id: &str) -> usize {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        user_id.hash(&mut hasher);
+        (hasher.finish() % self.lanes.len() as u64) as usize
+    }
+}
+
+async fn run_lane(placer: Arc<Placer>, mut queue: mpsc::Receiver<Submission>, max_batch_alerts: usize) {
+    while let Some(first) = queue.recv().await {
+        let mut alerts = first.notification.alerts.len();
+        let mut batch = vec![first];
+        while alerts < max_batch_alerts {
+            let Ok(next) = queue.try_recv() else { break };
+            alerts += next.notification.alerts.len();
+            batch.push(next);
+        }
+        place(&placer, batch).await;
+    }
+}
+
+/// Places a batch; when it fails as a whole, each notification is placed on its own, so that
+/// one notification's failure is never another's.
+async fn place(placer: &Placer, batch: Vec<Submission>) {
+    let (notifications, replies): (Vec<Notification>, Vec<oneshot::Sender<Outcome>>) =
+        batch.into_iter().map(|s| (s.notification, s.reply)).unzip();
+    match placer.place(&notifications).await {
+        Ok(outcomes) => {
+            for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                // The caller may have gone (client disconnected); its alerts are placed all the same.
+                let _ = reply.send(Ok(outcome));
+            }
+        }
+        Err(error) if notifications.len() == 1 => {
+            let reply = replies.into_iter().next().expect("one reply per notification");
+            let _ = reply.send(Err(AppError::Internal(error.into())));
+        }
+        Err(error) => {
+            tracing::warn!(%error, notifications = notifications.len(), "batch placement failed; placing one by one");
+            for (notification, reply) in notifications.into_iter().zip(replies) {
+                let outcome = placer
+                    .place(std::slice::from_ref(&notification))
+                    .await
+                    .map(|mut outcomes| outcomes.pop().unwrap_or_default())
+                    .map_err(|error| AppError::Internal(error.into()));
+                let _ = reply.send(outcome);
+            }
+        }
+    }
+}

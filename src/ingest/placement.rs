@@ -1,0 +1,798 @@
+//! Places a batch of notifications (from any number of users) in one transaction: records each
+//! delivery (deduplicated), then attaches a recovery to its incident, or keeps an alert with the
+//! incident already holding its key, or correlates it with an open incident, or opens a new one.
+//!
+//! The decisions are made in memory from three set-based reads, the resulting commands run
+//! through the Incident aggregate's own rules (`decide`), and their events, read rows and the
+//! placements are written with the batch and committed once. Batching is what makes an alert
+//! storm cheap: a commit and its round trips are shared by every alert of the batch.
+//!
+//! Serialization: every user of the batch is locked with a transaction-scoped advisory lock, so
+//! instances sharing the database never decide for one user at once (100 concurrent alerts of one
+//! service make one incident). An incident written meanwhile by another path (a PATCH, a merge)
+//! surfaces as an event-sequence conflict or a refused correlation; the batch is then re-placed.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use cqrs_es::{persist::SerializedEvent, Aggregate, EventEnvelope};
+use sqlx::{types::Json, PgConnection, PgPool, Postgres, Transaction};
+use uuid::Uuid;
+use vigil_aggregates::{
+    correlation::{best_match, CandidateIncident, CorrelationConfig, NewAlert},
+    incident::{Correlation, Incident, IncidentCommand, IncidentError},
+};
+use vigil_projections::{
+    incidents::{correlation_candidates, CandidateRow, IncidentsReadModel},
+    ProjectionError, Projector, StoredEvent,
+};
+
+use super::{
+    parsers::NormalizedAlert,
+    service::{alert_info, event_kind, IngestedAlert},
+};
+use crate::{event_store::Actor, vector_store, vector_store::VectorStore};
+
+const ACTOR: Actor<'static> = Actor::System("ingestion");
+/// How often a batch is re-placed after losing a race with another writer of an incident.
+const MAX_ATTEMPTS: u32 = 8;
+
+/// One notification's alerts, from one user.
+pub struct Notification {
+    pub user_id: String,
+    pub alerts: Vec<NormalizedAlert>,
+}
+
+impl Notification {
+    /// Normalizes what the store would otherwise round: PostgreSQL keeps microseconds, and the
+    /// state column 50 characters, so a redelivery must compare equal in both.
+    pub fn new(user_id: String, mut alerts: Vec<NormalizedAlert>) -> Self {
+        for alert in &mut alerts {
+            alert.fired_at = chrono::SubsecRound::trunc_subsecs(alert.fired_at, 6);
+            alert.state = alert.state.chars().take(50).collect();
+        }
+        Self { user_id, alerts }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
+    #[error("incident {incident_id} refused an alert: {source}")]
+    Refused { incident_id: Uuid, source: IncidentError },
+    #[error("event store: {0}")]
+    Serialization(String),
+    #[error("incidents kept changing while alerts were placed; gave up after {MAX_ATTEMPTS} attempts")]
+    Contended,
+}
+
+/// Why one attempt at a batch ended without committing.
+enum Abort {
+    /// Another writer appended to an incident first.
+    Conflict,
+    /// The incident's read row (or placement's memory of it, when `remembered`) promised it
+    /// takes alerts; its events say otherwise.
+    StaleCandidate {
+        incident_id: Uuid,
+        remembered: bool,
+    },
+    Failed(PlacementError),
+}
+
+impl From<sqlx::Error> for Abort {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Failed(error.into())
+    }
+}
+
+impl From<ProjectionError> for Abort {
+    fn from(error: ProjectionError) -> Self {
+        Self::Failed(error.into())
+    }
+}
+
+pub struct Placer {
+    db: PgPool,
+    correlation: std::sync::Arc<CorrelationConfig>,
+    vectors: VectorStore,
+    projector: Projector<Incident, IncidentsReadModel>,
+    /// Incidents as of their last event committed by placement, so that a batch need not read
+    /// their streams again. An entry another writer has passed since is caught when appending
+    /// (its next sequence is taken), dropped, and read afresh.
+    known: std::sync::Mutex<HashMap<Uuid, (Incident, usize)>>,
+}
+
+/// Incidents [`Placer::known`] keeps at most before it starts over.
+const KNOWN_INCIDENTS: usize = 20_000;
+
+impl Placer {
+    pub fn new(db: PgPool, correlation: std::sync::Arc<CorrelationConfig>, vectors: VectorStore) -> Self {
+        Self {
+            projector: Projector::new(db.clone(), IncidentsReadModel),
+            known: Default::default(),
+            db,
+            correlation,
+            vectors,
+        }
+    }
+
+    /// Places every alert of every notification; the outcomes are in the notifications' order.
+    pub async fn place(&self, batch: &[Notification]) -> Result<Vec<Vec<IngestedAlert>>, PlacementError> {
+        let mut stale = HashSet::new();
+        let mut conflicts = 0;
+        loop {
+            match self.try_place(batch, &stale).await {
+                Ok(outcomes) => return Ok(outcomes),
+                Err(Abort::StaleCandidate {
+                    incident_id,
+                    remembered: true,
+                }) => {
+                    self.known.lock().expect("placement cache lock").remove(&incident_id);
+                }
+                Err(Abort::StaleCandidate {
+                    incident_id,
+                    remembered: false,
+                }) if stale.len() < 64 => {
+                    stale.insert(incident_id);
+                }
+                Err(Abort::Conflict | Abort::StaleCandidate { .. }) => {
+                    self.forget(batch);
+                    conflicts += 1;
+                    if conflicts >= MAX_ATTEMPTS {
+                        return Err(PlacementError::Contended);
+                    }
+                    let backoff_ms = rand::Rng::random_range(&mut rand::rng(), 1..=5 * u64::from(conflicts));
+                    tokio::time::sleep(std::time::Duration::from_millis(backoff_ms)).await;
+                }
+                Err(Abort::Failed(error)) => return Err(error),
+            }
+        }
+    }
+
+    async fn try_place(&self, batch: &[Notification], stale: &HashSet<Uuid>) -> Result<Vec<Vec<IngestedAlert>>, Abort> {
+        let items: Vec<Item> = batch
+            .iter()
+            .enumerate()
+            .flat_map(|(notification, n)| {
+                n.alerts.iter().map(move |alert| Item {
+                    notification,
+                    user_id: &n.user_id,
+                    alert,
+                })
+            })
+            .collect();
+        let mut tx = self.db.begin().await?;
+        lock_users(&mut tx, batch).await?;
+        let recorded = record(&mut tx, &items).await?;
+        let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
+        // The first item of each newly recorded delivery places it; later copies in the batch
+        // and earlier deliveries only report where it went.
+        let mut claimed = HashSet::new();
+        let fresh: Vec<Option<i64>> = deliveries
+            .iter()
+            .map(|delivery| {
+                let id = recorded.get(delivery).copied()?;
+                claimed.insert(delivery).then_some(id)
+            })
+            .collect();
+        let fresh_items = || {
+            items
+                .iter()
+                .zip(&fresh)
+                .filter_map(|(item, id)| id.map(|id| (item, id)))
+        };
+        let recoveries = incidents_of_groups(&mut tx, fresh_items().filter(|(i, _)| i.alert.resolved)).await?;
+        let holders = incidents_holding_keys(&mut tx, fresh_items().filter(|(i, _)| !i.alert.resolved)).await?;
+        let mut candidates = self
+            .candidates(&mut tx, fresh_items().filter(|(i, _)| !i.alert.resolved), stale)
+            .await?;
+        let mut plan = Plan::default();
+        let mut placed_groups: HashMap<(&str, &str, &str), Uuid> = HashMap::new();
+        let mut placed_keys: HashMap<(&str, &str, &str), Uuid> = HashMap::new();
+        for (index, (item, alert_id)) in items.iter().zip(&fresh).enumerate() {
+            let Some(alert_id) = *alert_id else { continue };
+            let alert = item.alert;
+            let group = (item.user_id, alert.source.as_str(), alert.group_key.as_str());
+            let key = (item.user_id, alert.source.as_str(), alert.key.as_str());
+            let placement = if alert.resolved {
+                let incident = placed_groups.get(&group).or_else(|| recoveries.get(&group)).copied();
+                if let Some(incident_id) = incident {
+                    plan.command(
+                        incident_id,
+                        IncidentCommand::ResolveAlert {
+                            user_id: item.user_id.to_owned(),
+                            source_type: alert.source.as_str().to_owned(),
+                            alert_key: alert.key.clone(),
+                            source_alert_id: alert_id,
+                            at: Utc::now(),
+                        },
+                    );
+                }
+                incident.map(|incident_id| (incident_id, false))
+            } else if let Some(&incident_id) = placed_keys.get(&key).or_else(|| holders.get(&key)) {
+                // A state change of an alert an open incident already holds (acknowledged, re-notified).
+                Some((incident_id, false))
+            } else {
+                let user_candidates = candidates.entry(item.user_id).or_default();
+                let new_alert = NewAlert {
+                    title: alert.title.clone(),
+                    service: alert.service.clone(),
+                    fired_at: alert.fired_at,
+                    kind: event_kind(alert.kind),
+                    embedding: self.vectors.embed(&alert.title),
+                };
+                match best_match(&new_alert, &user_candidates.scored, &self.correlation) {
+                    Some((at, score)) => {
+                        let incident_id = user_candidates.took_alert(at, &new_alert);
+                        plan.command(
+                            incident_id,
+                            IncidentCommand::CorrelateAlert {
+                                user_id: item.user_id.to_owned(),
+                                alert: alert_info(alert_id, alert),
+                                correlation: Correlation {
+                                    strategy: score.strategy.as_str().to_owned(),
+                                    score: score.total.clamp(0.0, 1.0),
+                                    details: score.to_details(),
+                                },
+                                max_correlated_alerts: self.correlation.max_alerts_per_incident() as usize,
+                                at: Utc::now(),
+                            },
+                        );
+                        Some((incident_id, true))
+                    }
+                    None => {
+                        let incident_id = Uuid::new_v4();
+                        plan.command(
+                            incident_id,
+                            IncidentCommand::Open {
+                                incident_id,
+                                user_id: item.user_id.to_owned(),
+                                alert: alert_info(alert_id, alert),
+                                at: Utc::now(),
+                            },
+                        );
+                        plan.opened.push(Opened {
+                            incident_id,
+                            user_id: item.user_id,
+                            title: &alert.title,
+                            embedding: new_alert.embedding.clone(),
+                        });
+                        user_candidates.opened(incident_id, new_alert);
+                        Some((incident_id, false))
+                    }
+                }
+            };
+            if let (Some((incident_id, _)), false) = (placement, alert.resolved) {
+                placed_keys.insert(key, incident_id);
+                placed_groups.insert(group, incident_id);
+            }
+            plan.placements.push((index, alert_id, placement));
+        }
+        let (streams, states) = self.run_commands(&mut tx, &plan).await?;
+        append(&mut tx, &streams).await?;
+        for (incident_id, events) in &streams {
+            self.projector
+                .project_in(&mut tx, &incident_id.to_string(), events)
+                .await?;
+        }
+        for opened in &plan.opened {
+            self.vectors
+                .upsert(
+                    &mut *tx,
+                    vector_store::INCIDENT,
+                    &opened.incident_id.to_string(),
+                    opened.user_id,
+                    opened.title,
+                    &opened.embedding,
+                )
+                .await?;
+        }
+        record_placements(&mut tx, &plan.placements).await?;
+        let earlier = earlier_deliveries(
+            &mut tx,
+            deliveries.iter().filter(|delivery| !recorded.contains_key(*delivery)),
+        )
+        .await?;
+        tx.commit().await?;
+        vigil_projections::announce_appends(&self.db);
+        self.remember(states);
+        let mut by_delivery: HashMap<Delivery, IngestedAlert> = earlier;
+        for &(index, alert_id, placement) in &plan.placements {
+            by_delivery.insert(
+                deliveries[index].clone(),
+                IngestedAlert {
+                    alert_id,
+                    incident_id: placement.map(|(id, _)| id),
+                    correlated: placement.is_some_and(|(_, correlated)| correlated),
+                },
+            );
+        }
+        let mut outcomes: Vec<Vec<IngestedAlert>> = batch.iter().map(|n| Vec::with_capacity(n.alerts.len())).collect();
+        for (item, delivery) in items.iter().zip(&deliveries) {
+            let outcome = by_delivery
+                .get(delivery)
+                .cloned()
+                .ok_or_else(|| sqlx::Error::Protocol("a recorded delivery was not found again".into()))?;
+            outcomes[item.notification].push(outcome);
+        }
+        Ok(outcomes)
+    }
+
+    /// Each user's open incidents near the batch's alerts, less those found stale before.
+    async fn candidates<'a>(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        items: impl Iterator<Item = (&'a Item<'a>, i64)>,
+        stale: &HashSet<Uuid>,
+    ) -> Result<HashMap<&'a str, Candidates>, Abort> {
+        let widest = self
+            .correlation
+            .alert_window()
+            .max(self.correlation.deployment_window());
+        let mut windows: HashMap<&str, (DateTime<Utc>, DateTime<Utc>)> = HashMap::new();
+        for (item, _) in items {
+            let fired_at = item.alert.fired_at;
+            let window = windows.entry(item.user_id).or_insert((fired_at, fired_at));
+            window.0 = window.0.min(fired_at);
+            window.1 = window.1.max(fired_at);
+        }
+        let windows: Vec<(&str, DateTime<Utc>, DateTime<Utc>)> = windows
+            .into_iter()
+            .map(|(user, (first, last))| (user, first - widest, last + widest))
+            .collect();
+        if windows.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let max_correlated = i32::try_from(self.correlation.max_alerts_per_incident()).unwrap_or(i32::MAX);
+        let rows = correlation_candidates(&mut **tx, &windows, max_correlated).await?;
+        let mut candidates: HashMap<&str, Candidates> = HashMap::new();
+        for row in rows {
+            if stale.contains(&row.candidate.id) {
+                continue;
+            }
+            let Some(&(user, _, _)) = windows.iter().find(|(user, _, _)| *user == row.user_id) else {
+                continue;
+            };
+            candidates.entry(user).or_default().push(row.candidate, &self.vectors);
+        }
+        Ok(candidates)
+    }
+
+    /// Runs each incident's commands through the aggregate, in order, from its current state.
+    /// Returns the events to append and the incidents' states after them.
+    async fn run_commands(&self, tx: &mut Transaction<'_, Postgres>, plan: &Plan<'_>) -> Result<Commanded, Abort> {
+        let opened: HashSet<Uuid> = plan.opened.iter().map(|opened| opened.incident_id).collect();
+        let mut current: HashMap<Uuid, (Incident, usize)> = {
+            let known = self.known.lock().expect("placement cache lock");
+            plan.commands
+                .iter()
+                .filter_map(|(id, _)| Some((*id, known.get(id)?.clone())))
+                .collect()
+        };
+        let remembered: HashSet<Uuid> = current.keys().copied().collect();
+        let unknown: Vec<String> = plan
+            .commands
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| !opened.contains(id) && !current.contains_key(id))
+            .map(|id| id.to_string())
+            .collect();
+        if !unknown.is_empty() {
+            let stored: Vec<StoredEvent> = sqlx::query_as(&format!(
+                "{} WHERE aggregate_type = $1 AND aggregate_id = ANY($2) ORDER BY aggregate_id, sequence",
+                StoredEvent::SELECT
+            ))
+            .bind(Incident::TYPE)
+            .bind(&unknown)
+            .fetch_all(&mut **tx)
+            .await?;
+            for event in &stored {
+                let envelope = event.envelope::<Incident>()?;
+                let Ok(id) = Uuid::parse_str(&envelope.aggregate_id) else {
+                    continue;
+                };
+                let (incident, sequence) = current.entry(id).or_default();
+                incident.apply(envelope.payload);
+                *sequence = envelope.sequence;
+            }
+        }
+        let metadata = ACTOR.metadata();
+        let mut streams = Vec::with_capacity(plan.commands.len());
+        for (incident_id, commands) in &plan.commands {
+            let aggregate_id = incident_id.to_string();
+            let (incident, sequence) = current.entry(*incident_id).or_default();
+            let mut events = Vec::new();
+            for command in commands {
+                let decided = match incident.decide(command.clone()) {
+                    Ok(decided) => decided,
+                    Err(IncidentError::NotCorrelatable(_)) => {
+                        return Err(Abort::StaleCandidate {
+                            incident_id: *incident_id,
+                            remembered: remembered.contains(incident_id),
+                        })
+                    }
+                    Err(source) => {
+                        return Err(Abort::Failed(PlacementError::Refused {
+                            incident_id: *incident_id,
+                            source,
+                        }))
+                    }
+                };
+                for event in decided {
+                    *sequence += 1;
+                    incident.apply(event.clone());
+                    events.push(EventEnvelope {
+                        aggregate_id: aggregate_id.clone(),
+                        sequence: *sequence,
+                        payload: event,
+                        metadata: metadata.clone(),
+                    });
+                }
+            }
+            if !events.is_empty() {
+                streams.push((*incident_id, events));
+            }
+        }
+        Ok((streams, current))
+    }
+
+    fn remember(&self, states: HashMap<Uuid, (Incident, usize)>) {
+        let mut known = self.known.lock().expect("placement cache lock");
+        if known.len() + states.len() > KNOWN_INCIDENTS {
+            known.clear();
+        }
+        known.extend(states);
+    }
+
+    /// Drops what placement knows of every user's incidents in the batch (another writer got there first).
+    fn forget(&self, batch: &[Notification]) {
+        let users: HashSet<&str> = batch.iter().map(|n| n.user_id.as_str()).collect();
+        let mut known = self.known.lock().expect("placement cache lock");
+        known.retain(|_, (incident, _)| !users.contains(incident.user_id()));
+    }
+}
+
+type Commanded = (
+    Vec<(Uuid, Vec<EventEnvelope<Incident>>)>,
+    HashMap<Uuid, (Incident, usize)>,
+);
+
+struct Item<'a> {
+    notification: usize,
+    user_id: &'a str,
+    alert: &'a NormalizedAlert,
+}
+
+/// What makes a delivery unique (the `source_alerts_delivery` constraint).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Delivery {
+    user_id: String,
+    source_type: String,
+    alert_key: String,
+    alert_state: String,
+    fired_at: DateTime<Utc>,
+}
+
+impl Item<'_> {
+    fn delivery(&self) -> Delivery {
+        Delivery {
+            user_id: self.user_id.to_owned(),
+            source_type: self.alert.source.as_str().to_owned(),
+            alert_key: self.alert.key.clone(),
+            alert_state: self.alert.state.clone(),
+            fired_at: self.alert.fired_at,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Plan<'a> {
+    /// Commands per incident, incidents in the order first commanded.
+    commands: Vec<(Uuid, Vec<IncidentCommand>)>,
+    opened: Vec<Opened<'a>>,
+    placements: Vec<Placement>,
+}
+
+impl Plan<'_> {
+    fn command(&mut self, incident_id: Uuid, command: IncidentCommand) {
+        match self.commands.iter_mut().find(|(id, _)| *id == incident_id) {
+            Some((_, commands)) => commands.push(command),
+            None => self.commands.push((incident_id, vec![command])),
+        }
+    }
+}
+
+/// Item index, its alert id, and the incident it went to (with whether it correlated).
+type Placement = (usize, i64, Option<(Uuid, bool)>);
+
+struct Opened<'a> {
+    incident_id: Uuid,
+    user_id: &'a str,
+    title: &'a str,
+    embedding: Vec<f32>,
+}
+
+/// One user's open incidents as the correlator scores them, kept current while the batch is
+/// placed (counts, services and alert times grow as alerts join; new incidents are added).
+#[derive(Default)]
+struct Candidates {
+    ids: Vec<Uuid>,
+    scored: Vec<CandidateIncident>,
+}
+
+impl Candidates {
+    fn push(&mut self, row: CandidateRow, vectors: &VectorStore) {
+        let title = row.alert_title.unwrap_or_default();
+        self.ids.push(row.id);
+        self.scored.push(CandidateIncident {
+            embedding: row.embedding.unwrap_or_else(|| vectors.embed(&title)),
+            title,
+            primary_service: row.alert_service,
+            affected_services: row.affected_services,
+            alert_times: vec![row.started_at, row.last_alert_at],
+            correlated_alert_count: row.correlated_alert_count.max(0) as u32,
+        });
+    }
+
+    fn opened(&mut self, incident_id: Uuid, alert: NewAlert) {
+        self.ids.push(incident_id);
+        self.scored.push(CandidateIncident {
+            title: alert.title,
+            affected_services: alert.service.iter().cloned().collect(),
+            primary_service: alert.service,
+            alert_times: vec![alert.fired_at, alert.fired_at],
+            correlated_alert_count: 0,
+            embedding: alert.embedding,
+        });
+    }
+
+    /// Folds a correlated alert in as the projection will: one more alert, its service among the
+    /// affected ones, and the latest alert time moved on.
+    fn took_alert(&mut self, index: usize, alert: &NewAlert) -> Uuid {
+        let candidate = &mut self.scored[index];
+        candidate.correlated_alert_count += 1;
+        if let Some(service) = &alert.service {
+            if !candidate.affected_services.contains(service) {
+                candidate.affected_services.push(service.clone());
+                candidate.affected_services.sort();
+            }
+        }
+        if let Some(last) = candidate.alert_times.last_mut() {
+            *last = (*last).max(alert.fired_at);
+        }
+        self.ids[index]
+    }
+}
+
+/// Locks every user of the batch, in one order everywhere so that two batches never deadlock.
+async fn lock_users(tx: &mut Transaction<'_, Postgres>, batch: &[Notification]) -> sqlx::Result<()> {
+    let keys: Vec<String> = batch.iter().map(|n| format!("ingest/{}", n.user_id)).collect();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(key)
+         FROM (SELECT DISTINCT hashtextextended(name, 0) AS key FROM unnest($1::text[]) AS name ORDER BY key) keys",
+    )
+    .bind(keys)
+    .execute(&mut **tx)
+    .await
+    .map(drop)
+}
+
+/// Inserts every delivery not recorded before; returns the new rows' ids.
+async fn record(tx: &mut Transaction<'_, Postgres>, items: &[Item<'_>]) -> sqlx::Result<HashMap<Delivery, i64>> {
+    let column = |f: fn(&NormalizedAlert) -> Option<String>| -> Vec<Option<String>> {
+        items.iter().map(|item| f(item.alert)).collect()
+    };
+    let rows: Vec<(i64, String, String, String, String, DateTime<Utc>)> = sqlx::query_as(
+        "INSERT INTO source_alerts (user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_uid,
+             alert_title, rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity,
+             fired_at, payload)
+         SELECT user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_key, alert_title,
+             rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity,
+             fired_at, payload
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::text[], $8::text[],
+             $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
+             $16::timestamptz[], $17::jsonb[])
+             AS a(user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_title, rule_name,
+                  rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity, fired_at, payload)
+         ON CONFLICT ON CONSTRAINT source_alerts_delivery DO NOTHING
+         RETURNING id, user_id, source_type, alert_key, alert_state, fired_at",
+    )
+    .bind(items.iter().map(|item| item.user_id).collect::<Vec<_>>())
+    .bind(items.iter().map(|item| item.alert.source.as_str()).collect::<Vec<_>>())
+    .bind(items.iter().map(|item| item.alert.key.as_str()).collect::<Vec<_>>())
+    .bind(items.iter().map(|item| item.alert.group_key.as_str()).collect::<Vec<_>>())
+    .bind(items.iter().map(|item| item.alert.state.as_str()).collect::<Vec<_>>())
+    .bind(items.iter().map(|item| item.alert.resolved).collect::<Vec<_>>())
+    .bind(items.iter().map(|item| item.alert.kind.as_str()).collect::<Vec<_>>())
+    .bind(items.iter().map(|item| item.alert.title.as_str()).collect::<Vec<_>>())
+    .bind(column(|a| a.rule_name.clone()))
+    .bind(column(|a| a.source_url.clone()))
+    .bind(column(|a| a.dashboard_url.clone()))
+    .bind(column(|a| a.panel_url.clone()))
+    .bind(column(|a| a.service.clone()))
+    .bind(column(|a| a.environment.clone()))
+    .bind(column(|a| a.severity.as_deref().map(|s| s.chars().take(20).collect())))
+    .bind(items.iter().map(|item| item.alert.fired_at).collect::<Vec<_>>())
+    .bind(items.iter().map(|item| Json(&item.alert.raw)).collect::<Vec<_>>())
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, user_id, source_type, alert_key, alert_state, fired_at)| {
+            let delivery = Delivery {
+                user_id,
+                source_type,
+                alert_key,
+                alert_state,
+                fired_at,
+            };
+            (delivery, id)
+        })
+        .collect())
+}
+
+/// For recoveries: the incident of the newest unresolved alert with the same group key.
+async fn incidents_of_groups<'a>(
+    tx: &mut Transaction<'_, Postgres>,
+    items: impl Iterator<Item = (&'a Item<'a>, i64)>,
+) -> sqlx::Result<HashMap<(&'a str, &'a str, &'a str), Uuid>> {
+    let groups: Vec<(&str, &str, &str)> = items
+        .map(|(item, _)| (item.user_id, item.alert.source.as_str(), item.alert.group_key.as_str()))
+        .collect();
+    lookup(
+        tx,
+        groups,
+        "SELECT q.ordinality::int, s.incident_id
+         FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS q(user_id, source_type, part, ordinality)
+         CROSS JOIN LATERAL (
+             SELECT incident_id FROM source_alerts
+             WHERE user_id = q.user_id AND source_type = q.source_type AND group_key = q.part
+               AND NOT resolved AND incident_id IS NOT NULL
+             ORDER BY id DESC LIMIT 1
+         ) s",
+    )
+    .await
+}
+
+/// For firing alerts: the open incident that already holds an alert with the same key.
+async fn incidents_holding_keys<'a>(
+    tx: &mut Transaction<'_, Postgres>,
+    items: impl Iterator<Item = (&'a Item<'a>, i64)>,
+) -> sqlx::Result<HashMap<(&'a str, &'a str, &'a str), Uuid>> {
+    let keys: Vec<(&str, &str, &str)> = items
+        .map(|(item, _)| (item.user_id, item.alert.source.as_str(), item.alert.key.as_str()))
+        .collect();
+    lookup(
+        tx,
+        keys,
+        "SELECT q.ordinality::int, s.incident_id
+         FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS q(user_id, source_type, part, ordinality)
+         CROSS JOIN LATERAL (
+             SELECT s.incident_id FROM source_alerts s JOIN incidents i ON i.id = s.incident_id
+             WHERE s.user_id = q.user_id AND s.source_type = q.source_type AND s.alert_key = q.part
+               AND NOT s.resolved AND i.status IN ('investigating', 'analyzed')
+             ORDER BY s.id DESC LIMIT 1
+         ) s",
+    )
+    .await
+}
+
+/// Runs a `(user, source, key part)` lookup whose rows are `(1-based ordinality, incident)`.
+async fn lookup<'a>(
+    tx: &mut Transaction<'_, Postgres>,
+    keys: Vec<(&'a str, &'a str, &'a str)>,
+    sql: &str,
+) -> sqlx::Result<HashMap<(&'a str, &'a str, &'a str), Uuid>> {
+    if keys.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(i32, Uuid)> = sqlx::query_as(sql)
+        .bind(keys.iter().map(|k| k.0).collect::<Vec<_>>())
+        .bind(keys.iter().map(|k| k.1).collect::<Vec<_>>())
+        .bind(keys.iter().map(|k| k.2).collect::<Vec<_>>())
+        .fetch_all(&mut **tx)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(ordinality, incident_id)| Some((*keys.get(ordinality as usize - 1)?, incident_id)))
+        .collect())
+}
+
+/// Appends the events as postgres-es would (same columns, same serialization); a sequence taken
+/// by another writer meanwhile is a conflict.
+async fn append(conn: &mut PgConnection, streams: &[(Uuid, Vec<EventEnvelope<Incident>>)]) -> Result<(), Abort> {
+    let events: Vec<SerializedEvent> = streams
+        .iter()
+        .flat_map(|(_, events)| events)
+        .map(SerializedEvent::try_from)
+        .collect::<Result<_, _>>()
+        .map_err(|error| Abort::Failed(PlacementError::Serialization(error.to_string())))?;
+    if events.is_empty() {
+        return Ok(());
+    }
+    let result = sqlx::query(
+        "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
+         SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json, metadata::json
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
+             AS e(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)",
+    )
+    .bind(events.iter().map(|e| e.aggregate_type.as_str()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.aggregate_id.as_str()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.sequence as i64).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.event_version.as_str()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.payload.to_string()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.metadata.to_string()).collect::<Vec<_>>())
+    .execute(conn)
+    .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(error)) if error.is_unique_violation() => Err(Abort::Conflict),
+        Err(error) => Err(error.into()),
+    }
+}
+
+async fn record_placements(tx: &mut Transaction<'_, Postgres>, placements: &[Placement]) -> sqlx::Result<()> {
+    let placed: Vec<(i64, Uuid, bool)> = placements
+        .iter()
+        .filter_map(|&(_, alert_id, placement)| {
+            placement.map(|(incident_id, correlated)| (alert_id, incident_id, correlated))
+        })
+        .collect();
+    if placed.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE source_alerts s SET incident_id = p.incident_id, correlated = p.correlated
+         FROM unnest($1::bigint[], $2::uuid[], $3::bool[]) AS p(id, incident_id, correlated)
+         WHERE s.id = p.id",
+    )
+    .bind(placed.iter().map(|p| p.0).collect::<Vec<_>>())
+    .bind(placed.iter().map(|p| p.1).collect::<Vec<_>>())
+    .bind(placed.iter().map(|p| p.2).collect::<Vec<_>>())
+    .execute(&mut **tx)
+    .await
+    .map(drop)
+}
+
+/// Where deliveries recorded by earlier notifications went.
+async fn earlier_deliveries<'a>(
+    tx: &mut Transaction<'_, Postgres>,
+    deliveries: impl Iterator<Item = &'a Delivery>,
+) -> sqlx::Result<HashMap<Delivery, IngestedAlert>> {
+    let deliveries: Vec<&Delivery> = deliveries.collect();
+    if deliveries.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(i32, i64, Option<Uuid>, bool)> = sqlx::query_as(
+        "SELECT d.ordinality::int, s.id, s.incident_id, s.correlated
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
+             WITH ORDINALITY AS d(user_id, source_type, alert_key, alert_state, fired_at, ordinality)
+         JOIN source_alerts s ON s.user_id = d.user_id AND s.source_type = d.source_type
+             AND s.alert_key = d.alert_key AND s.alert_state = d.alert_state AND s.fired_at = d.fired_at",
+    )
+    .bind(deliveries.iter().map(|d| d.user_id.as_str()).collect::<Vec<_>>())
+    .bind(deliveries.iter().map(|d| d.source_type.as_str()).collect::<Vec<_>>())
+    .bind(deliveries.iter().map(|d| d.alert_key.as_str()).collect::<Vec<_>>())
+    .bind(deliveries.iter().map(|d| d.alert_state.as_str()).collect::<Vec<_>>())
+    .bind(deliveries.iter().map(|d| d.fired_at).collect::<Vec<_>>())
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(ordinality, alert_id, incident_id, correlated)| {
+            let delivery = (*deliveries.get(ordinality as usize - 1)?).clone();
+            Some((
+                delivery,
+                IngestedAlert {
+                    alert_id,
+                    incident_id,
+                    correlated,
+                },
+            ))
+        })
+        .collect())
+}

@@ -1,0 +1,236 @@
+//! One client's side of the chat channel: the init handshake, validation of each message, the
+//! per-client rate limit, and the workflows (agent answers) it started.
+//!
+//! A connection must start with `init`; until then any other message is answered with an `error`
+//! and the connection stays open so the client can still send `init`. Unparseable or unknown
+//! messages get an `error` too and change nothing.
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+use vigil_llm::{count_tokens, MAX_USER_MESSAGE_TOKENS};
+
+use super::protocol::{ChatQuery, ClientMessage, ServerMessage, Severity};
+use crate::{
+    agent::{self, Confirmations, Ending, Outbox},
+    state::AppState,
+};
+
+/// The spec's WebSocket limit: a bucket of `capacity` messages, refilled evenly over `period`.
+#[derive(Debug)]
+pub struct TokenBucket {
+    capacity: f64,
+    tokens: f64,
+    refill_per_second: f64,
+    updated: Instant,
+}
+
+impl TokenBucket {
+    pub fn new(capacity: u32, period: Duration) -> Self {
+        let capacity = f64::from(capacity.max(1));
+        Self {
+            capacity,
+            tokens: capacity,
+            refill_per_second: capacity / period.as_secs_f64(),
+            updated: Instant::now(),
+        }
+    }
+
+    /// Takes a token, or says how long until one is back.
+    pub fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
+        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.refill_per_second).min(self.capacity);
+        self.updated = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.refill_per_second))
+        }
+    }
+}
+
+pub struct Connection {
+    state: AppState,
+    outbox: Outbox,
+    user_id: Option<String>,
+    bucket: TokenBucket,
+    workflows: HashMap<Uuid, Workflow>,
+    confirmations: Confirmations,
+}
+
+struct Workflow {
+    cancel: CancellationToken,
+    task: JoinHandle<Ending>,
+}
+
+impl Connection {
+    pub fn new(state: AppState, outbox: Outbox) -> Self {
+        let bucket = TokenBucket::new(state.config.ws_messages_per_minute, Duration::from_secs(60));
+        Self {
+            state,
+            outbox,
+            user_id: None,
+            bucket,
+            workflows: HashMap::new(),
+            confirmations: Default::default(),
+        }
+    }
+
+    pub fn handle(&mut self, text: &str) {
+        self.workflows.retain(|_, workflow| !workflow.task.is_finished());
+        let message = match ClientMessage::parse(text) {
+            Ok(message) => message,
+            Err(error) => return self.outbox.send(ServerMessage::error(error.0)),
+        };
+        if let ClientMessage::Init { user_id } = message {
+            self.user_id = Some(user_id);
+            return self.outbox.send(ServerMessage::status_start());
+        }
+        let Some(user_id) = self.user_id.clone() else {
+            return self
+                .outbox
+                .send(ServerMessage::error("send an init message with your user_id first"));
+        };
+        match message {
+            ClientMessage::Init { .. } => unreachable!("handled above"),
+            ClientMessage::Query(query) => self.query(&user_id, *query),
+            ClientMessage::Cancel { session_id } => self.cancel(&session_id),
+            ClientMessage::Confirmation {
+                confirmation_id,
+                approved,
+            } => match self.confirmations.remove(&confirmation_id) {
+                Some((_, (_, answer))) => {
+                    let _ = answer.send(approved);
+                }
+                None => self.outbox.send(ServerMessage::error(
+                    "no confirmation with this id is pending (it may have timed out or been cancelled)",
+                )),
+            },
+        }
+    }
+
+    /// Answers something that is not a message at all.
+    pub fn reject(&self, text: &str) {
+        self.outbox.send(ServerMessage::error(text));
+    }
+
+    fn query(&mut self, user_id: &str, query: ChatQuery) {
+        let sid = query.session_id.trim().to_owned();
+        let reject = |text: String, code: &str| ServerMessage::session_error(&sid, text, Severity::Error, Some(code));
+        if query.user_id != user_id {
+            return self.outbox.send(reject(
+                "user_id does not match the one this connection was initialised with".into(),
+                "USER_MISMATCH",
+            ));
+        }
+        if let Err(wait) = self.bucket.try_take(Instant::now()) {
+            return self.outbox.send(reject(
+                format!(
+                    "Rate limit exceeded: at most {} messages per 60 seconds. Please wait {} seconds and retry.",
+                    self.state.config.ws_messages_per_minute,
+                    wait.as_secs() + 1
+                ),
+                "RATE_LIMITED",
+            ));
+        }
+        // A token spans at least one byte, so only a message longer than the limit in bytes can
+        // be over it in tokens; short messages skip the tokenizer.
+        if query.query.len() > MAX_USER_MESSAGE_TOKENS {
+            let tokens = count_tokens(&query.query);
+            if tokens > MAX_USER_MESSAGE_TOKENS {
+                return self.outbox.send(reject(
+                    format!(
+                        "Your message is too long ({tokens} tokens). The limit is 20,000 tokens; shorten it or split \
+                         it into several messages."
+                    ),
+                    "MESSAGE_TOO_LONG",
+                ));
+            }
+        }
+        if query.query.trim().is_empty() && query.direct_tool_call.is_none() {
+            return self.outbox.send(reject("the query is empty".into(), "EMPTY_QUERY"));
+        }
+        let Ok(session_id) = sid.parse::<Uuid>() else {
+            return self
+                .outbox
+                .send(reject("session_id is not a UUID".into(), "INVALID_SESSION_ID"));
+        };
+        if self.workflows.contains_key(&session_id) {
+            return self.outbox.send(reject(
+                "a reply is still being written in this session; wait for it or cancel it".into(),
+                "BUSY",
+            ));
+        }
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(agent::answer(
+            self.state.clone(),
+            query,
+            session_id,
+            None,
+            self.outbox.clone(),
+            self.confirmations.clone(),
+            cancel.clone(),
+        ));
+        self.workflows.insert(session_id, Workflow { cancel, task });
+    }
+
+    fn cancel(&mut self, session_id: &str) {
+        let running = session_id
+            .trim()
+            .parse::<Uuid>()
+            .ok()
+            .and_then(|id| self.workflows.remove(&id).map(|workflow| (id, workflow)));
+        let Some((id, workflow)) = running else {
+            return self.outbox.send(ServerMessage::session_error(
+                session_id,
+                "no reply is running in this session",
+                Severity::Warning,
+                Some("NOTHING_TO_CANCEL"),
+            ));
+        };
+        // Pending confirmations of the session end unanswered, which counts as declined.
+        self.confirmations.retain(|_, (session, _)| *session != id);
+        workflow.cancel.cancel();
+    }
+
+    /// The client is gone: its confirmations can never be answered. Running answers finish and are
+    /// saved, unless the service is stopping (`stop_workflows`).
+    pub fn close(&mut self, stop_workflows: bool) {
+        self.confirmations.clear();
+        if stop_workflows {
+            for workflow in self.workflows.values() {
+                workflow.cancel.cancel();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_holds_five_and_refills_over_the_minute() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(5, Duration::from_secs(60));
+        for _ in 0..5 {
+            assert!(bucket.try_take(start).is_ok());
+        }
+        let wait = bucket.try_take(start).unwrap_err();
+        assert_eq!(wait.as_secs(), 12, "one token comes back every 12 s");
+        assert!(bucket.try_take(start + Duration::from_secs(11)).is_err());
+        assert!(bucket.try_take(start + Duration::from_secs(13)).is_ok());
+        assert!(bucket.try_take(start + Duration::from_secs(14)).is_err());
+        assert!(
+            (0..5).all(|_| bucket.try_take(start + Duration::from_secs(600)).is_ok()),
+            "a long pause refills to the capacity, never beyond"
+        );
+        assert!(bucket.try_take(start + Duration::from_secs(600)).is_err());
+    }
+}

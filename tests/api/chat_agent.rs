@@ -1,0 +1,493 @@
+//! The chat channel end to end: a real WebSocket client against the listener, and a fake
+//! OpenAI-compatible server streaming the model's side.
+
+use std::{path::PathBuf, time::Duration};
+
+use futures::{SinkExt, StreamExt};
+use reqwest::Method;
+use serde_json::{json, Value};
+use tokio_tungstenite::{connect_async, tungstenite::Message};
+use uuid::Uuid;
+use vigil_llm::fake::{FakeOpenAi, Reply};
+
+use crate::helpers::{spawn_app, spawn_app_with, TestApp};
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+struct Client {
+    socket: Socket,
+    user: String,
+}
+
+impl Client {
+    async fn connect(app: &TestApp, user: &str) -> Self {
+        let (socket, _) = connect_async(format!("ws://{}/", app.ws_addr)).await.unwrap();
+        let mut client = Self {
+            socket,
+            user: user.to_owned(),
+        };
+        client.send(json!({ "type": "init", "user_id": user })).await;
+        assert_eq!(client.next().await["data"]["status"], "START");
+        client
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.socket.send(Message::text(message.to_string())).await.unwrap();
+    }
+
+    async fn ask(&mut self, session_id: &str, query: &str, extra: Value) {
+        let mut message = json!({ "query": query, "user_id": self.user, "session_id": session_id });
+        if let Value::Object(extra) = extra {
+            message.as_object_mut().unwrap().extend(extra);
+        }
+        self.send(message).await;
+    }
+
+    async fn next(&mut self) -> Value {
+        loop {
+            let frame = tokio::time::timeout(Duration::from_secs(10), self.socket.next())
+                .await
+                .expect("a message within 10 s")
+                .expect("socket open")
+                .expect("valid frame");
+            if let Message::Text(text) = frame {
+                return serde_json::from_str(&text).expect("server sends JSON");
+            }
+        }
+    }
+
+    /// Every message up to and including the `status END` of the exchange.
+    async fn until_end(&mut self) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let message = self.next().await;
+            let end = message["type"] == "status" && message["data"]["status"] == "END";
+            seen.push(message);
+            if end {
+                return seen;
+            }
+        }
+    }
+}
+
+fn of_type<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    messages.iter().filter(|message| message["type"] == kind).collect()
+}
+
+fn chunks(messages: &[Value]) -> Vec<String> {
+    of_type(messages, "message")
+        .into_iter()
+        .filter(|message| message["data"]["is_chunk"] == true)
+        .map(|message| message["data"]["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn app_with_model(model: &FakeOpenAi, cli_dir: Option<PathBuf>) -> TestApp {
+    let base_url = model.base_url().to_owned();
+    spawn_app_with(move |config| {
+        config.llm_base_url = Some(base_url);
+        config.llm_prices = Some("gpt-4o-mini=0.15/0.6".into());
+        config.agent_cli_dir = cli_dir;
+        config.agent_confirmation_timeout_secs = 5;
+    })
+    .await
+}
+
+async fn new_session(app: &TestApp, user: &str) -> String {
+    app.create_session(user, &json!({ "title": "agent" })).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn session(app: &TestApp, user: &str, id: &str) -> Value {
+    app.send_as(user, Method::GET, &format!("/chat_api/sessions/{id}"), None)
+        .await
+        .json()
+        .await
+        .unwrap()
+}
+
+/// A directory holding a stand-in `aws` CLI that echoes its arguments.
+fn fake_cli() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vigil-cli-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("aws");
+    std::fs::write(&script, "#!/bin/sh\necho \"aws ran: $*\"\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
+#[tokio::test]
+async fn an_answer_streams_in_sentence_chunks_and_is_saved() {
+    let model = FakeOpenAi::start().await;
+    let answer = "The checkout service is failing its health checks since the 14:02 deploy. \
+        Its error rate went from under one percent to thirty-four percent within two minutes of the release, \
+        which points at the new build rather than at the database or the network path between them. \
+        Roll back first.";
+    model.push(Reply::text(answer).usage(1000, 200));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client
+        .ask(
+            &session_id,
+            "Why is checkout down?",
+            json!({ "ui_state": { "selectedMode": "agent" } }),
+        )
+        .await;
+    let messages = client.until_end().await;
+
+    let chunks = chunks(&messages);
+    assert!(chunks.len() >= 4, "several chunks: {chunks:?}");
+    assert!(chunks.iter().all(|chunk| chunk.chars().count() <= 100), "{chunks:?}");
+    assert!(
+        chunks[0].ends_with("deploy. "),
+        "cut at the first sentence: {:?}",
+        chunks[0]
+    );
+    assert_eq!(chunks.concat(), answer);
+    let complete = of_type(&messages, "message")
+        .into_iter()
+        .find(|message| message["data"]["is_complete"] == true)
+        .expect("a final message");
+    assert_eq!(complete["data"]["text"], answer);
+    assert_eq!(complete["data"]["streaming"], false);
+    let usage = of_type(&messages, "usage_info");
+    assert_eq!(usage[0]["data"]["total_cost"], 0.0, "0.000468 USD rounds to 0.00");
+    let end = messages.last().unwrap();
+    assert_eq!(
+        end["data"],
+        json!({ "status": "END", "isComplete": true, "session_id": session_id })
+    );
+
+    let saved = session(&app, &user, &session_id).await;
+    assert_eq!(saved["status"], "completed");
+    assert_eq!(saved["ui_state"]["selectedMode"], "agent");
+    let texts: Vec<_> = saved["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["sender"].clone(), m["text"].clone()))
+        .collect();
+    assert_eq!(
+        texts,
+        vec![
+            (json!("user"), json!("Why is checkout down?")),
+            (json!("assistant"), json!(answer))
+        ]
+    );
+    let sent = model.requests();
+    assert_eq!(
+        sent[0]["messages"].as_array().unwrap().last().unwrap()["content"],
+        "Why is checkout down?"
+    );
+
+    // A completed session takes a new question: the conversation goes on with its context.
+    model.push(Reply::text("Yes."));
+    client.ask(&session_id, "Still down?", json!({})).await;
+    let again = client.until_end().await;
+    assert_eq!(again.last().unwrap()["data"]["isComplete"], true);
+    let context = model.requests()[1]["messages"].clone();
+    assert!(
+        context.to_string().contains("Roll back first."),
+        "earlier answer is in the context"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_round_reports_running_then_success_and_its_result() {
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::tool_call("search_incidents", json!({ "query": "checkout" })));
+    model.push(Reply::text("No checkout incident is on record."));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "Any checkout incidents?", json!({})).await;
+    let messages = client.until_end().await;
+
+    let calls = of_type(&messages, "tool_call");
+    assert_eq!(calls.len(), 2, "{messages:#?}");
+    assert_eq!(calls[0]["data"]["status"], "running");
+    assert_eq!(calls[1]["data"]["status"], "success");
+    assert_eq!(calls[0]["data"]["tool_call_id"], calls[1]["data"]["tool_call_id"]);
+    assert_eq!(calls[1]["data"]["tool_name"], "search_incidents");
+    assert_eq!(calls[1]["data"]["input"], json!({ "query": "checkout" }));
+    assert!(calls[0]["data"]["timestamp"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(calls[1]["data"]["output"], "[]");
+    let results = of_type(&messages, "tool_result");
+    assert_eq!(results[0]["data"]["result"], json!([]));
+
+    let second = &model.requests()[1]["messages"];
+    let tool_message = second.as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(tool_message["content"], "[]");
+
+    let saved = session(&app, &user, &session_id).await;
+    let assistant = &saved["messages"][1];
+    assert_eq!(assistant["text"], "No checkout incident is on record.");
+    assert_eq!(
+        assistant["tool_calls"],
+        json!([{ "tool_name": "search_incidents", "input": { "query": "checkout" }, "output": "[]" }])
+    );
+}
+
+#[tokio::test]
+async fn a_mutating_command_waits_for_confirmation_and_runs_only_when_approved() {
+    let model = FakeOpenAi::start().await;
+    let command = json!({ "command": "aws ec2 terminate-instances --instance-ids i-0abc" });
+    model.push(Reply::tool_call("cloud_cli", command.clone()));
+    model.push(Reply::text("Terminated."));
+    model.push(Reply::tool_call("cloud_cli", command.clone()));
+    model.push(Reply::text("Left it running."));
+    let app = app_with_model(&model, Some(fake_cli())).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    for (approved, status) in [(true, "success"), (false, "error")] {
+        client.ask(&session_id, "Terminate i-0abc", json!({})).await;
+        let request = loop {
+            let message = client.next().await;
+            if message["type"] == "confirmation_request" {
+                break message;
+            }
+        };
+        assert_eq!(request["data"]["action"], "cloud_cli");
+        assert_eq!(request["data"]["details"]["command"], command["command"]);
+        assert_eq!(request["data"]["resources"], json!(["aws"]));
+        let confirmation_id = request["data"]["confirmation_id"].as_str().unwrap();
+        client
+            .send(
+                json!({ "type": "confirmation_response", "confirmation_id": confirmation_id,
+                          "approved": approved, "user_id": user, "session_id": session_id }),
+            )
+            .await;
+        let messages = client.until_end().await;
+        let done = of_type(&messages, "tool_call")
+            .into_iter()
+            .find(|call| call["data"]["status"] != "running")
+            .unwrap()
+            .clone();
+        assert_eq!(done["data"]["status"], status, "approved: {approved}");
+        let output = done["data"]["output"].as_str().unwrap();
+        if approved {
+            assert!(
+                output.contains("aws ran: ec2 terminate-instances --instance-ids i-0abc"),
+                "{output}"
+            );
+        } else {
+            assert!(output.contains("declined"), "{output}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn ask_mode_refuses_mutating_commands_with_read_only_mode() {
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::tool_call(
+        "cloud_cli",
+        json!({ "command": "kubectl delete pod checkout-1" }),
+    ));
+    model.push(Reply::text("I cannot do that in ask mode."));
+    let app = app_with_model(&model, Some(fake_cli())).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client
+        .ask(&session_id, "Delete the pod", json!({ "mode": "ask" }))
+        .await;
+    let messages = client.until_end().await;
+
+    let refusal = of_type(&messages, "error")
+        .into_iter()
+        .find(|error| error["data"]["code"] == "READ_ONLY_MODE")
+        .expect("a READ_ONLY_MODE error");
+    assert_eq!(refusal["data"]["session_id"], session_id);
+    assert!(of_type(&messages, "confirmation_request").is_empty());
+    let done = of_type(&messages, "tool_call").into_iter().last().unwrap().clone();
+    assert_eq!(done["data"]["status"], "error");
+    assert_eq!(messages.last().unwrap()["data"]["isComplete"], true);
+}
+
+#[tokio::test]
+async fn cancel_stops_the_stream_saves_the_partial_answer_and_closes_the_session() {
+    let model = FakeOpenAi::start().await;
+    let long = "First sentence arrives. ".repeat(40);
+    model.push(Reply::text(long.clone()).chunk_delay(Duration::from_millis(30)));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "Tell me everything", json!({})).await;
+    loop {
+        let message = client.next().await;
+        if message["type"] == "message" && message["data"]["is_chunk"] == true {
+            break;
+        }
+    }
+    client
+        .send(json!({ "type": "control", "action": "cancel", "session_id": session_id, "user_id": user }))
+        .await;
+    let messages = client.until_end().await;
+    assert_eq!(messages.last().unwrap()["data"]["isComplete"], false);
+    assert!(
+        of_type(&messages, "message")
+            .iter()
+            .all(|message| message["data"]["is_complete"] != true),
+        "no complete message after a cancel"
+    );
+
+    let saved = session(&app, &user, &session_id).await;
+    assert_eq!(saved["status"], "cancelled");
+    let partial = saved["messages"][1]["text"].as_str().unwrap();
+    assert!(
+        !partial.is_empty() && partial.len() < long.len(),
+        "one consolidated partial message"
+    );
+    let put = app
+        .send_as(
+            &user,
+            Method::PUT,
+            &format!("/chat_api/sessions/{session_id}"),
+            Some(&json!({ "title": "x" })),
+        )
+        .await;
+    assert_eq!(put.status(), 403);
+}
+
+#[tokio::test]
+async fn limits_too_long_messages_and_the_sixth_message_in_a_minute() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    let too_long = "incident ".repeat(20_500);
+    client.ask(&session_id, &too_long, json!({})).await;
+    let error = client.next().await;
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["data"]["severity"], "error");
+    assert_eq!(error["data"]["session_id"], session_id);
+    let text = error["data"]["text"].as_str().unwrap();
+    assert!(text.contains("too long") && text.contains("20,000 tokens"), "{text}");
+    assert_eq!(
+        session(&app, &user, &session_id).await["messages"],
+        json!([]),
+        "nothing was processed"
+    );
+
+    for _ in 0..4 {
+        client.ask("not-a-session", "hello", json!({})).await;
+        assert_eq!(client.next().await["data"]["code"], "INVALID_SESSION_ID");
+    }
+    client.ask(&session_id, "hello", json!({})).await;
+    let sixth = client.next().await;
+    assert_eq!(sixth["data"]["code"], "RATE_LIMITED");
+    assert!(sixth["data"]["text"].as_str().unwrap().contains("wait"), "{sixth}");
+}
+
+#[tokio::test]
+async fn without_a_model_the_built_in_assistant_answers_from_the_incidents() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "anything about checkout?", json!({})).await;
+    let messages = client.until_end().await;
+
+    let complete = of_type(&messages, "message").into_iter().last().unwrap().clone();
+    let text = complete["data"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("built-in assistant") && text.contains("checkout"),
+        "{text}"
+    );
+    assert_eq!(of_type(&messages, "tool_call").len(), 2);
+    assert!(of_type(&messages, "usage_info").is_empty(), "no model, no cost");
+    assert_eq!(messages.last().unwrap()["data"]["isComplete"], true);
+}
+
+#[tokio::test]
+async fn sessions_of_others_and_unknown_sessions_are_refused() {
+    let app = spawn_app().await;
+    let owner = app.new_user().await.id;
+    let other = app.new_user().await.id;
+    let session_id = new_session(&app, &owner).await;
+    let mut client = Client::connect(&app, &other).await;
+
+    for id in [session_id.clone(), Uuid::new_v4().to_string()] {
+        client.ask(&id, "hello", json!({})).await;
+        let error = client.next().await;
+        assert_eq!(error["data"]["code"], "SESSION_NOT_FOUND", "{error}");
+    }
+    client
+        .send(json!({ "query": "hello", "user_id": owner, "session_id": session_id }))
+        .await;
+    assert_eq!(client.next().await["data"]["code"], "USER_MISMATCH");
+    assert_eq!(session(&app, &owner, &session_id).await["messages"], json!([]));
+}
+
+#[tokio::test]
+async fn direct_tool_calls_bypass_the_model() {
+    let model = FakeOpenAi::start().await;
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client
+        .ask(
+            &session_id,
+            "",
+            json!({ "direct_tool_call": { "tool_name": "recent_deployments", "input": { "hours": 2 } } }),
+        )
+        .await;
+    let messages = client.until_end().await;
+
+    assert!(model.requests().is_empty(), "the model was not asked");
+    let results = of_type(&messages, "tool_result");
+    assert_eq!(results[0]["data"]["tool_name"], "recent_deployments");
+    assert_eq!(messages.last().unwrap()["data"]["isComplete"], true);
+}
+
+#[tokio::test]
+async fn the_socket_loop_runs_over_channels_without_a_network() {
+    let app = spawn_app().await;
+    let (to_server, from_client) =
+        futures::channel::mpsc::unbounded::<Result<Message, tokio_tungstenite::tungstenite::Error>>();
+    let (to_client, mut from_server) = futures::channel::mpsc::unbounded::<Message>();
+    let sink = to_client.sink_map_err(|_| tokio_tungstenite::tungstenite::Error::ConnectionClosed);
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let connection = tokio::spawn(vigil::ws::run_connection(
+        sink,
+        from_client,
+        app.state.clone(),
+        shutdown.clone(),
+    ));
+
+    to_server
+        .unbounded_send(Ok(Message::text("{\"type\":\"init\",\"user_id\":\"u-1\"}")))
+        .unwrap();
+    let reply = from_server.next().await.unwrap();
+    assert_eq!(
+        reply.into_text().unwrap().as_str(),
+        r#"{"type":"status","data":{"status":"START"}}"#
+    );
+    to_server
+        .unbounded_send(Ok(Message::Binary(vec![1, 2].into())))
+        .unwrap();
+    let reply: Value = serde_json::from_str(from_server.next().await.unwrap().into_text().unwrap().as_str()).unwrap();
+    assert_eq!(reply["type"], "error");
+    drop(to_server);
+    connection.await.unwrap().unwrap();
+}

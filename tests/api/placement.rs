@@ -1,0 +1,149 @@
+//! Batched placement: one transaction places several users' notifications exactly as placing them
+//! one by one would, and a read row that lags its events never loses an alert.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+use vigil::ingest::{
+    parsers::{self, Source},
+    placement::{Notification, Placer},
+    service::IngestedAlert,
+};
+use vigil_aggregates::correlation::CorrelationConfig;
+use vigil_projections::incidents::all_incidents;
+
+use crate::{
+    helpers::{spawn_app_without_workers, TestApp},
+    ingestion::{fixture, post_alert},
+};
+
+fn notification(user: &str, name: &str) -> Notification {
+    let alerts = parsers::parse(Source::SourceA, &fixture("source_a", name), chrono::Utc::now()).unwrap();
+    Notification::new(user.to_owned(), alerts)
+}
+
+fn placer(app: &TestApp) -> Placer {
+    Placer::new(
+        app.db.clone(),
+        std::sync::Arc::new(CorrelationConfig::default()),
+        Default::default(),
+    )
+}
+
+async fn event_types(app: &TestApp, user: &str, incident: &str) -> Vec<String> {
+    let events: Value = app
+        .send_as(user, Method::GET, &format!("/api/incidents/{incident}/events"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn one_batch_places_as_one_by_one_would() {
+    let app = spawn_app_without_workers().await;
+    let (alice, bob, carol) = (
+        app.new_user().await.id,
+        app.new_user().await.id,
+        app.new_user().await.id,
+    );
+    let sequence = ["firing", "firing", "related", "resolved"];
+
+    let mut batch: Vec<Notification> = sequence.iter().map(|name| notification(&alice, name)).collect();
+    batch.push(notification(&bob, "firing"));
+    let outcomes = placer(&app).place(&batch).await.unwrap();
+    let one_by_one: Vec<Vec<IngestedAlert>> = {
+        let mut outcomes = Vec::new();
+        for name in sequence {
+            outcomes.push(
+                placer(&app)
+                    .place(&[notification(&carol, name)])
+                    .await
+                    .unwrap()
+                    .remove(0),
+            );
+        }
+        outcomes
+    };
+
+    let [opened, redelivered, related, resolved, bobs] = [0, 1, 2, 3, 4].map(|n| outcomes[n][0].clone());
+    let incident = opened.incident_id.expect("the first alert opens an incident");
+    assert!(!opened.correlated);
+    assert_eq!(redelivered, opened, "a redelivery in the same batch is the same alert");
+    assert_eq!((related.incident_id, related.correlated), (Some(incident), true));
+    assert_eq!((resolved.incident_id, resolved.correlated), (Some(incident), false));
+    assert_ne!(
+        bobs.incident_id,
+        Some(incident),
+        "another user's alert is never correlated"
+    );
+
+    let shape = |outcomes: &[IngestedAlert]| -> Vec<(bool, bool)> {
+        outcomes
+            .iter()
+            .map(|o| (o.incident_id == outcomes[0].incident_id, o.correlated))
+            .collect()
+    };
+    let batched: Vec<IngestedAlert> = outcomes[..4].iter().map(|o| o[0].clone()).collect();
+    let separate: Vec<IngestedAlert> = one_by_one.iter().map(|o| o[0].clone()).collect();
+    assert_eq!(shape(&batched), shape(&separate));
+
+    let incident = incident.to_string();
+    assert_eq!(
+        event_types(&app, &alice, &incident).await,
+        ["IncidentOpened", "AlertCorrelated", "AlertResolved"]
+    );
+    let detail: Value = app
+        .send_as(&alice, Method::GET, &format!("/api/incidents/{incident}"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(detail["incident"]["correlatedAlertCount"], 1);
+    assert_eq!(detail["incident"]["correlatedAlerts"].as_array().unwrap().len(), 1);
+
+    // The read rows written with the batch are exactly what the projection makes of the events.
+    let live = all_incidents(&app.db).await.unwrap();
+    app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
+    assert_eq!(all_incidents(&app.db).await.unwrap(), live);
+}
+
+#[tokio::test]
+async fn a_lagging_read_row_never_loses_an_alert() {
+    let app = spawn_app_without_workers().await;
+    let user = app.new_user().await.id;
+    let opened = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let incident = opened["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    let resolved = app
+        .send_as(
+            &user,
+            Method::PATCH,
+            &format!("/api/incidents/{incident}"),
+            Some(&json!({ "status": "resolved" })),
+        )
+        .await;
+    assert_eq!(resolved.status(), 200);
+    // The read row still says investigating, as it would before a lagging projection caught up.
+    sqlx::query("UPDATE incidents SET status = 'investigating' WHERE id = $1::uuid")
+        .bind(&incident)
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let related = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "related")).await;
+    let placed = &related["alerts"][0];
+    assert_eq!(placed["correlated"], false, "{related}");
+    assert_ne!(
+        placed["incident_id"],
+        json!(incident),
+        "a resolved incident takes no alert"
+    );
+    assert!(!event_types(&app, &user, &incident)
+        .await
+        .contains(&"AlertCorrelated".to_owned()));
+}
