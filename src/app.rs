@@ -53,6 +53,7 @@ impl Application {
             &config.redis_key_prefix,
         )?;
         let correlation = Arc::new(crate::ingest::service::correlation_config(&config)?);
+        let connections = Arc::new(crate::connections::Connectors::from_config(&config, &db)?);
         let state = AppState {
             rate_limiter: Arc::new(RateLimiter::new(
                 &cache,
@@ -81,6 +82,7 @@ impl Application {
             cache,
             db,
             websocket_addr,
+            connections,
             config: Arc::new(config),
         };
         Ok(Self {
@@ -133,7 +135,8 @@ pub async fn run_worker(state: AppState, shutdown: CancellationToken) -> anyhow:
     let worker = crate::jobs::Worker::new(state.db.clone(), config)?
         .with_handler(crate::analysis::rca::RcaHandler { state: state.clone() })?
         .with_handler(crate::analysis::postmortem::PostmortemHandler { state: state.clone() })?
-        .with_handler(crate::analysis::incident_chat::IncidentChatHandler { state: state.clone() })?;
+        .with_handler(crate::analysis::incident_chat::IncidentChatHandler { state: state.clone() })?
+        .with_handler(crate::connections::CloudASetupHandler { state: state.clone() })?;
     tracing::info!(worker = worker.id(), "job worker running");
     worker.run(shutdown).await.context("job worker failed")
 }

@@ -215,6 +215,10 @@ pub struct Config {
     /// Deployment environment name; part of secret names.
     #[arg(long, env = "VIGIL_ENV", default_value = "dev")]
     pub environment: String,
+
+    /// Users' cloud credentials: the secrets store, the OAuth state key and each provider's endpoints.
+    #[command(flatten)]
+    pub connections: ConnectionsConfig,
 }
 
 impl Config {
@@ -239,4 +243,118 @@ impl Config {
     pub fn health_ws_timeout(&self) -> Duration {
         Duration::from_millis(self.health_ws_timeout_ms)
     }
+}
+
+/// Where users' cloud credentials are kept and how each provider is reached.
+#[derive(Clone, Debug, Args)]
+pub struct ConnectionsConfig {
+    /// Address of a Vault-compatible KV v2 server. Without it, credentials are encrypted
+    /// (AES-256-GCM) into the database.
+    #[arg(long, env = "VAULT_ADDR")]
+    pub vault_addr: Option<String>,
+
+    /// Token the service sends to Vault (`X-Vault-Token`).
+    #[arg(long, env = "VAULT_TOKEN")]
+    pub vault_token: Option<Secret>,
+
+    /// KV v2 mount of users' credentials.
+    #[arg(long, env = "VAULT_MOUNT", default_value = "secret")]
+    pub vault_mount: String,
+
+    /// Path under the mount where users' credentials live.
+    #[arg(long, env = "SECRETS_BASE_PATH", default_value = "users")]
+    pub secrets_base_path: String,
+
+    /// Base64 of the 32-byte master key (embedded store, cache encryption, OAuth state and cloud_b
+    /// external ids). Without it the key lives in `<DATA_DIR>/secrets.key`, created with mode 0600.
+    #[arg(long, env = "SECRETS_KEY")]
+    pub secrets_key: Option<Secret>,
+
+    /// Seconds decrypted credentials stay in the cache.
+    #[arg(long, env = "CREDENTIAL_CACHE_TTL_SECS", default_value_t = 300)]
+    pub credential_cache_ttl_secs: u64,
+
+    /// Seconds any call to a provider may take.
+    #[arg(long, env = "PROVIDER_TIMEOUT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
+    pub provider_timeout_secs: u64,
+
+    /// OAuth client of cloud_a; the cloud_a endpoints answer 503 until it is set.
+    #[arg(long, env = "CLOUD_A_CLIENT_ID")]
+    pub cloud_a_client_id: Option<String>,
+
+    #[arg(long, env = "CLOUD_A_CLIENT_SECRET")]
+    pub cloud_a_client_secret: Option<Secret>,
+
+    #[arg(
+        long,
+        env = "CLOUD_A_AUTH_URL",
+        default_value = "https://accounts.google.com/o/oauth2/v2/auth"
+    )]
+    pub cloud_a_auth_url: String,
+
+    #[arg(
+        long,
+        env = "CLOUD_A_TOKEN_URL",
+        default_value = "https://oauth2.googleapis.com/token"
+    )]
+    pub cloud_a_token_url: String,
+
+    /// Base of cloud_a's userinfo, project and billing APIs.
+    #[arg(long, env = "CLOUD_A_API_BASE", default_value = "https://www.googleapis.com")]
+    pub cloud_a_api_base: String,
+
+    /// Where cloud_a sends the browser back: this service's `/cloud_a/callback`.
+    #[arg(
+        long,
+        env = "CLOUD_A_REDIRECT_URL",
+        default_value = "http://localhost:5080/cloud_a/callback"
+    )]
+    pub cloud_a_redirect_url: String,
+
+    /// STS endpoint of cloud_b.
+    #[arg(long, env = "CLOUD_B_STS_ENDPOINT", default_value = "https://sts.amazonaws.com")]
+    pub cloud_b_sts_endpoint: String,
+
+    #[arg(long, env = "CLOUD_B_REGION", default_value = "us-east-1")]
+    pub cloud_b_region: String,
+
+    /// The service's own cloud_b identity, which users' roles trust; cloud_b answers 503 until set.
+    #[arg(long, env = "CLOUD_B_ACCESS_KEY_ID")]
+    pub cloud_b_access_key_id: Option<String>,
+
+    #[arg(long, env = "CLOUD_B_SECRET_ACCESS_KEY")]
+    pub cloud_b_secret_access_key: Option<Secret>,
+
+    #[arg(long, env = "CLOUD_B_SESSION_TOKEN")]
+    pub cloud_b_session_token: Option<Secret>,
+
+    /// Key the users' external ids are derived from (must never change); derived from the master
+    /// key when absent.
+    #[arg(long, env = "CLOUD_B_EXTERNAL_ID_KEY")]
+    pub cloud_b_external_id_key: Option<Secret>,
+
+    /// cloud_c token endpoint base (`<base>/<tenant>/oauth2/v2.0/token`).
+    #[arg(
+        long,
+        env = "CLOUD_C_LOGIN_BASE",
+        default_value = "https://login.microsoftonline.com"
+    )]
+    pub cloud_c_login_base: String,
+
+    #[arg(
+        long,
+        env = "CLOUD_C_MANAGEMENT_BASE",
+        default_value = "https://management.azure.com"
+    )]
+    pub cloud_c_management_base: String,
+
+    #[arg(long, env = "CLOUD_D_API_BASE", default_value = "https://api.scaleway.com")]
+    pub cloud_d_api_base: String,
+
+    #[arg(long, env = "CLOUD_E_API_BASE", default_value = "https://api.tailscale.com")]
+    pub cloud_e_api_base: String,
+
+    /// Offer cloud_f (it is left out of every list while off).
+    #[arg(long, env = "CLOUD_F_ENABLED", default_value_t = false, action = clap::ArgAction::Set)]
+    pub cloud_f_enabled: bool,
 }

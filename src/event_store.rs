@@ -7,22 +7,27 @@ use cqrs_es::{persist::PersistedEventStore, Aggregate, AggregateError, EventStor
 use postgres_es::{PostgresCqrs, PostgresEventRepository};
 use rand::Rng;
 use sqlx::PgPool;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
-use vigil_aggregates::{chat_session::ChatSession, incident::Incident, incident_analysis::IncidentAnalysis};
+use vigil_aggregates::{
+    chat_session::ChatSession, connection::Connection, incident::Incident, incident_analysis::IncidentAnalysis,
+};
 use vigil_projections::{
-    chat_sessions::ChatSessionsReadModel, incident_analysis::IncidentAnalysisReadModel, incidents::IncidentsReadModel,
-    EventConsumer, Projector, Tail,
+    chat_sessions::ChatSessionsReadModel, connections::ConnectionsReadModel,
+    incident_analysis::IncidentAnalysisReadModel, incidents::IncidentsReadModel, EventConsumer, Projector, Tail,
 };
 
 /// How often a command is retried after losing an optimistic-concurrency race.
 const MAX_ATTEMPTS: u32 = 8;
 /// How often tails look for events when no notification came.
 pub const TAIL_POLL: Duration = Duration::from_millis(500);
+/// Tail rounds in flight at once in one process; each holds at most two pooled connections.
+const TAIL_ROUNDS_AT_ONCE: usize = 2;
 
 pub type ChatSessions = AggregateStore<ChatSession>;
 pub type Incidents = AggregateStore<Incident>;
 pub type Analyses = AggregateStore<IncidentAnalysis>;
+pub type Connections = AggregateStore<Connection>;
 
 /// One aggregate type's command side: the cqrs-es framework, and the pool on which its appends
 /// are announced to the tails.
@@ -45,6 +50,7 @@ pub struct EventStore {
     pub chat_sessions: Arc<ChatSessions>,
     pub incidents: Arc<Incidents>,
     pub analyses: Arc<Analyses>,
+    pub connections: Arc<Connections>,
     /// Every projection, each fed by its own tail; `vigil replay` rebuilds these.
     pub consumers: Vec<Arc<dyn EventConsumer>>,
     /// Process managers that react to events (enqueue jobs), each fed by its own tail. Never
@@ -57,16 +63,19 @@ impl EventStore {
         let chat_sessions = AggregateStore::new(db, Box::new(Projector::new(db.clone(), ChatSessionsReadModel)), ());
         let incidents = AggregateStore::new(db, Box::new(Projector::new(db.clone(), IncidentsReadModel)), ());
         let analyses = AggregateStore::new(db, Box::new(Projector::new(db.clone(), IncidentAnalysisReadModel)), ());
+        let connections = AggregateStore::new(db, Box::new(Projector::new(db.clone(), ConnectionsReadModel)), ());
         Self {
             chat_sessions: Arc::new(chat_sessions),
             incidents: Arc::new(incidents),
             analyses: Arc::new(analyses),
+            connections: Arc::new(connections),
             // Incidents first: other read models refer to them (and replaying incidents empties
             // the analysis tables, which the analysis projection then rebuilds).
             consumers: vec![
                 Arc::new(Projector::new(db.clone(), IncidentsReadModel)),
                 Arc::new(Projector::new(db.clone(), IncidentAnalysisReadModel)),
                 Arc::new(Projector::new(db.clone(), ChatSessionsReadModel)),
+                Arc::new(Projector::new(db.clone(), ConnectionsReadModel)),
             ],
             reactors: vec![
                 Arc::new(crate::analysis::rca::rca_reactor(db.clone())),
@@ -83,8 +92,9 @@ impl EventStore {
             wake.clone(),
             shutdown.clone(),
         ));
+        let rounds = Arc::new(Semaphore::new(TAIL_ROUNDS_AT_ONCE));
         for consumer in self.consumers.iter().chain(&self.reactors) {
-            let tail = Tail::new(db.clone(), consumer.clone());
+            let tail = Tail::new(db.clone(), consumer.clone()).sharing_rounds(rounds.clone());
             tokio::spawn(tail.run(wake.clone(), TAIL_POLL, shutdown.clone()));
         }
     }

@@ -35,4 +35,6 @@ pub struct AppState {
     pub login_sessions: LoginSessions,
     /// Where this instance's own WebSocket listener can be reached (for the health check).
     pub websocket_addr: SocketAddr,
+    /// Users' cloud connections: secrets store, cache, OAuth state and provider clients.
+    pub connections: Arc<crate::connections::Connectors>,
 }

@@ -2,6 +2,7 @@
 //! No I/O lives here; `handle` is the only place business rules are decided.
 
 pub mod chat_session;
+pub mod connection;
 pub mod correlation;
 pub mod incident;
 pub mod incident_analysis;

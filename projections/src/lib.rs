@@ -3,6 +3,7 @@
 //! checkpointed [`Tail`] that applies whatever the command path missed and drives replays.
 
 pub mod chat_sessions;
+pub mod connections;
 mod error;
 pub mod incident_analysis;
 pub mod incidents;

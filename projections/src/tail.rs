@@ -6,7 +6,7 @@ use cqrs_es::{Aggregate, EventEnvelope};
 use serde::Deserialize;
 use serde_json::Value;
 use sqlx::{postgres::PgListener, PgPool};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::ProjectionError;
@@ -86,6 +86,7 @@ pub struct Tail {
     pool: PgPool,
     consumer: Arc<dyn EventConsumer>,
     batch_size: i64,
+    rounds: Option<Arc<Semaphore>>,
 }
 
 impl Tail {
@@ -94,7 +95,17 @@ impl Tail {
             pool,
             consumer,
             batch_size: 500,
+            rounds: None,
         }
+    }
+
+    /// Shares `rounds` with the process's other tails: a round holds one pooled connection (its
+    /// reading lock) while it takes others, so tails that all started rounds at once on a small
+    /// pool could each hold one and wait for another forever. Bounding the rounds in flight
+    /// bounds the connections they can hold.
+    pub fn sharing_rounds(mut self, rounds: Arc<Semaphore>) -> Self {
+        self.rounds = Some(rounds);
+        self
     }
 
     /// Applies every event that is safe to read now; returns how many it handed over. Waits for
@@ -167,6 +178,10 @@ impl Tail {
         let mut failures = 0u32;
         loop {
             let round = async {
+                let _turn = match &self.rounds {
+                    Some(rounds) => Some(rounds.acquire().await.expect("the round semaphore is never closed")),
+                    None => None,
+                };
                 match self.exclusive(Wait::No).await? {
                     reading @ Some(_) => {
                         let read = self.read_available().await;

@@ -162,13 +162,15 @@ fn is_action(verb: &str) -> bool {
 }
 
 impl CliConfig {
-    /// Runs an allow-listed program from `bin_dir` with no shell and a clean environment, in the
+    /// Runs an allow-listed program from `bin_dir` with no shell and a clean environment (but for
+    /// the user's `credentials` for the program's provider), in the
     /// session's own working directory under `data_dir`, killed when `timeout` passes.
     pub async fn run(
         &self,
         argv: &[String],
         data_dir: &Path,
         session_id: Uuid,
+        credentials: &[(&str, String)],
         timeout: Duration,
     ) -> Result<CommandOutput, String> {
         let program = &argv[0];
@@ -192,6 +194,7 @@ impl CliConfig {
             .env_clear()
             .env("PATH", &self.bin_dir)
             .env("HOME", &workdir)
+            .envs(credentials.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -282,9 +285,9 @@ mod tests {
         };
         let argv = |command: &str| parse(command).unwrap();
         let timeout = Duration::from_secs(5);
-        let refused = cli.run(&argv("sh -c true"), &dir, Uuid::new_v4(), timeout).await;
+        let refused = cli.run(&argv("sh -c true"), &dir, Uuid::new_v4(), &[], timeout).await;
         assert!(refused.err().unwrap().contains("not an allowed program"));
-        let missing = cli.run(&argv("aws s3 ls"), &dir, Uuid::new_v4(), timeout).await;
+        let missing = cli.run(&argv("aws s3 ls"), &dir, Uuid::new_v4(), &[], timeout).await;
         assert!(missing.err().unwrap().contains("not installed"));
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -6,6 +6,7 @@
 
 pub mod attachments;
 pub mod cli;
+pub mod credentials;
 pub mod outbox;
 pub mod tools;
 
@@ -456,7 +457,12 @@ impl Turn<'_> {
             }
         }
         let limit = Duration::from_secs(self.state.config.agent_tool_timeout_secs);
-        match tokio::time::timeout(limit, tool.run(self.state, self.user_id, self.session_id, input)).await {
+        match tokio::time::timeout(
+            limit,
+            tool.run(self.state, self.user_id, self.session_id, self.mode.access(), input),
+        )
+        .await
+        {
             Ok(result) => result.map_err(|error| error.to_string()),
             Err(_) => Err(format!("{} did not finish within {} s", tool.name(), limit.as_secs())),
         }

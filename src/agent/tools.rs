@@ -10,7 +10,10 @@ use uuid::Uuid;
 use vigil_llm::ToolSpec;
 use vigil_projections::incidents as read;
 
-use super::cli::{self, CliConfig, CommandKind};
+use super::{
+    cli::{self, CliConfig, CommandKind},
+    credentials::{self, Access},
+};
 use crate::{analysis::rca::similarity_of, state::AppState, vector_store};
 
 /// Most rows a listing tool returns, so one answer cannot flood the model's context.
@@ -134,6 +137,7 @@ impl Tool {
         state: &AppState,
         user_id: &str,
         session_id: Uuid,
+        access: Access,
         input: &Value,
     ) -> Result<Value, ToolError> {
         let db = &state.db;
@@ -223,9 +227,13 @@ impl Tool {
                     tool: self.name(),
                     message,
                 })?;
+                // Boxed: the credential refreshes are deep futures, and the agent's own is deep already.
+                let environment = Box::pin(credentials::environment(state, user_id, &argv[0], access))
+                    .await
+                    .map_err(ToolError::Failed)?;
                 let timeout = Duration::from_secs(state.config.agent_tool_timeout_secs);
                 let output = cli
-                    .run(&argv, &state.config.data_dir, session_id, timeout)
+                    .run(&argv, &state.config.data_dir, session_id, &environment, timeout)
                     .await
                     .map_err(ToolError::Failed)?;
                 Ok(json!({ "exit_code": output.exit_code, "stdout": output.stdout, "stderr": output.stderr }))

@@ -24,7 +24,7 @@ use super::{
     reactor::JobReactor,
 };
 use crate::{
-    agent::tools::Tool,
+    agent::{credentials::Access, tools::Tool},
     event_store::{execute, Actor},
     jobs::{JobContext, JobFailure, JobHandler, NewJob},
     state::AppState,
@@ -423,7 +423,10 @@ async fn model_summary(
         for call in &completion.tool_calls {
             let input: Value = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
             let output = match Tool::named(&call.name).filter(|tool| *tool != Tool::CloudCli) {
-                Some(tool) => match tool.run(state, &payload.user_id, session_id, &input).await {
+                Some(tool) => match tool
+                    .run(state, &payload.user_id, session_id, Access::ReadOnly, &input)
+                    .await
+                {
                     Ok(value) => value.to_string(),
                     Err(error) => format!("error: {error}"),
                 },

@@ -2,6 +2,12 @@
 //! apply to all of them.
 
 mod chat_sessions;
+mod cloud_a;
+mod cloud_b;
+mod cloud_c;
+mod cloud_d;
+mod cloud_e;
+mod connections;
 mod health;
 mod incident_chat;
 mod incidents;
@@ -40,6 +46,7 @@ use crate::{error::AppError, metrics, rate_limit, state::AppState};
         (name = "chat sessions", description = "Conversations with the agent"),
         (name = "incidents", description = "Incidents opened by alert ingestion"),
         (name = "alert ingestion", description = "Webhooks of the nine alert sources, and ingestion tokens"),
+        (name = "cloud connections", description = "Users' cloud accounts (cloud_a .. cloud_e) and their credentials"),
         (name = "health", description = "Service and dependency health; exempt from rate limits"),
         (name = "operations", description = "Metrics and the API description"),
     )
@@ -92,6 +99,12 @@ pub fn router(state: AppState) -> Router {
         .merge(incident_chat::router())
         .merge(postmortems::router())
         .merge(ingestion::router())
+        .merge(connections::router())
+        .merge(cloud_a::router())
+        .merge(cloud_b::router())
+        .merge(cloud_c::router())
+        .merge(cloud_d::router())
+        .merge(cloud_e::router())
         .merge(health::router())
         .routes(routes!(metrics::metrics_handler))
         .routes(routes!(openapi_document))
@@ -107,9 +120,15 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), metrics::observe))
         .layer(axum::extract::DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(cors(&state.config.frontend_url))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
+}
+
+/// The request's span names its path, never its query string: OAuth callbacks carry the
+/// authorization code and state there.
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    tracing::debug_span!("request", method = %request.method(), path = %request.uri().path())
 }
 
 /// Spec Authentication §7: the frontend origin, with credentials, seven methods and six headers.

@@ -43,6 +43,16 @@ pub enum Mode {
     Ask,
 }
 
+impl Mode {
+    /// The credentials a tool may act with in this mode.
+    pub fn access(self) -> crate::agent::credentials::Access {
+        match self {
+            Mode::Agent => crate::agent::credentials::Access::ReadWrite,
+            Mode::Ask => crate::agent::credentials::Access::ReadOnly,
+        }
+    }
+}
+
 /// A file sent with a chat query (spec Attachment).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct Attachment {

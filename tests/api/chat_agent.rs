@@ -10,7 +10,12 @@ use tokio_tungstenite::{connect_async, tungstenite::Message};
 use uuid::Uuid;
 use vigil_llm::fake::{FakeOpenAi, Reply};
 
-use crate::helpers::{spawn_app, spawn_app_with, TestApp};
+use vigil_providers::cloud_b::RoleArn;
+
+use crate::{
+    cloud_providers::{call, spawn_with_fakes_and, ROLE_ARN},
+    helpers::{spawn_app, spawn_app_with, TestApp},
+};
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -108,16 +113,27 @@ async fn session(app: &TestApp, user: &str, id: &str) -> Value {
         .unwrap()
 }
 
-/// A directory holding a stand-in `aws` CLI that echoes its arguments.
+/// A directory holding stand-in `kubectl` and `aws` CLIs that echo their arguments; `aws` also
+/// names the access key it was given and whether the rest of its credentials came with it.
 fn fake_cli() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("vigil-cli-{}", Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
-    let script = dir.join("aws");
-    std::fs::write(&script, "#!/bin/sh\necho \"aws ran: $*\"\n").unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let scripts = [
+        ("kubectl", "#!/bin/sh\necho \"kubectl ran: $*\"\n"),
+        (
+            "aws",
+            "#!/bin/sh\necho \"aws ran: $*\"\n\
+             echo \"key: $AWS_ACCESS_KEY_ID secret: ${AWS_SECRET_ACCESS_KEY:+given} token: ${AWS_SESSION_TOKEN:+given}\"\n",
+        ),
+    ];
+    for (name, text) in scripts {
+        let script = dir.join(name);
+        std::fs::write(&script, text).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
     }
     dir
 }
@@ -242,18 +258,18 @@ async fn a_tool_round_reports_running_then_success_and_its_result() {
 #[tokio::test]
 async fn a_mutating_command_waits_for_confirmation_and_runs_only_when_approved() {
     let model = FakeOpenAi::start().await;
-    let command = json!({ "command": "aws ec2 terminate-instances --instance-ids i-0abc" });
+    let command = json!({ "command": "kubectl delete pod checkout-1 -n shop" });
     model.push(Reply::tool_call("cloud_cli", command.clone()));
-    model.push(Reply::text("Terminated."));
+    model.push(Reply::text("Deleted."));
     model.push(Reply::tool_call("cloud_cli", command.clone()));
-    model.push(Reply::text("Left it running."));
+    model.push(Reply::text("Left it alone."));
     let app = app_with_model(&model, Some(fake_cli())).await;
     let user = app.new_user().await.id;
     let session_id = new_session(&app, &user).await;
     let mut client = Client::connect(&app, &user).await;
 
     for (approved, status) in [(true, "success"), (false, "error")] {
-        client.ask(&session_id, "Terminate i-0abc", json!({})).await;
+        client.ask(&session_id, "Delete the checkout pod", json!({})).await;
         let request = loop {
             let message = client.next().await;
             if message["type"] == "confirmation_request" {
@@ -262,7 +278,7 @@ async fn a_mutating_command_waits_for_confirmation_and_runs_only_when_approved()
         };
         assert_eq!(request["data"]["action"], "cloud_cli");
         assert_eq!(request["data"]["details"]["command"], command["command"]);
-        assert_eq!(request["data"]["resources"], json!(["aws"]));
+        assert_eq!(request["data"]["resources"], json!(["kubectl"]));
         let confirmation_id = request["data"]["confirmation_id"].as_str().unwrap();
         client
             .send(
@@ -280,7 +296,7 @@ async fn a_mutating_command_waits_for_confirmation_and_runs_only_when_approved()
         let output = done["data"]["output"].as_str().unwrap();
         if approved {
             assert!(
-                output.contains("aws ran: ec2 terminate-instances --instance-ids i-0abc"),
+                output.contains("kubectl ran: delete pod checkout-1 -n shop"),
                 "{output}"
             );
         } else {
@@ -458,6 +474,71 @@ async fn direct_tool_calls_bypass_the_model() {
     let results = of_type(&messages, "tool_result");
     assert_eq!(results[0]["data"]["tool_name"], "recent_deployments");
     assert_eq!(messages.last().unwrap()["data"]["isComplete"], true);
+}
+
+/// Runs `command` through the cloud command tool directly and returns the finished tool call.
+async fn run_cli(client: &mut Client, session_id: &str, command: &str) -> Value {
+    client
+        .ask(
+            session_id,
+            "",
+            json!({ "direct_tool_call": { "tool_name": "cloud_cli", "input": { "command": command } } }),
+        )
+        .await;
+    let messages = client.until_end().await;
+    of_type(&messages, "tool_call")
+        .into_iter()
+        .find(|call| call["data"]["status"] != "running")
+        .expect("the call finished")
+        .clone()
+}
+
+#[tokio::test]
+async fn cloud_commands_act_with_the_users_own_connected_credentials() {
+    let cli_dir = fake_cli();
+    let (app, fakes) = spawn_with_fakes_and(|config| config.agent_cli_dir = Some(cli_dir)).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    let refused = run_cli(&mut client, &session_id, "aws sts get-caller-identity").await;
+    assert_eq!(refused["data"]["status"], "error", "{refused}");
+    assert!(
+        refused["data"]["output"].as_str().unwrap().contains("cloud_b"),
+        "{refused}"
+    );
+
+    let (_, external_id) = call(&app, &user, Method::GET, "/cloud_b/external-id", None).await;
+    let external_id = external_id["external_id"].as_str().unwrap().to_owned();
+    fakes.sts.add_role(&ROLE_ARN.parse::<RoleArn>().unwrap(), &external_id);
+    let (status, body) = call(
+        &app,
+        &user,
+        Method::POST,
+        "/cloud_b/auth",
+        Some(json!({ "userId": user, "role_arn": ROLE_ARN, "external_id": external_id })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let issued = fakes.sts.issued().pop().expect("STS issued credentials");
+
+    let ran = run_cli(&mut client, &session_id, "aws sts get-caller-identity").await;
+    assert_eq!(ran["data"]["status"], "success", "{ran}");
+    let output = ran["data"]["output"].as_str().unwrap();
+    assert!(
+        output.contains(&format!("key: {} secret: given token: given", issued.access_key_id)),
+        "{output}"
+    );
+    assert!(!output.contains(issued.secret_access_key.expose()), "{output}");
+
+    let other = app.new_user().await.id;
+    let other_session = new_session(&app, &other).await;
+    let mut other_client = Client::connect(&app, &other).await;
+    let refused = run_cli(&mut other_client, &other_session, "aws sts get-caller-identity").await;
+    assert_eq!(
+        refused["data"]["status"], "error",
+        "another user never acts with them: {refused}"
+    );
 }
 
 #[tokio::test]

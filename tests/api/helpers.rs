@@ -274,3 +274,44 @@ pub async fn assert_error(response: Response, status: u16, code: &str) -> Value 
     assert_eq!(body["code"], code, "code in {body}");
     body
 }
+
+/// Everything the app logs, at every level, while this lives (on the current-thread test runtime,
+/// which the app under test shares).
+pub struct CapturedLogs {
+    buffer: LogBuffer,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+#[derive(Clone, Default)]
+struct LogBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl CapturedLogs {
+    pub fn start() -> Self {
+        let buffer = LogBuffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        Self {
+            buffer,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.buffer.0.lock().unwrap()).into_owned()
+    }
+}

@@ -2,6 +2,8 @@
 
 mod chat_agent;
 mod chat_sessions;
+mod cloud_providers;
+mod connections;
 mod cors;
 mod errors;
 mod health;

@@ -1,0 +1,149 @@
+//! The user's connected cloud credentials as the environment of a provider CLI. Each program
+//! gets its own provider's standard variables, fresh (tokens within the refresh window are renewed
+//! first), and nothing else. A provider program the user has not connected does not run at all:
+//! with no credentials in its environment it could fall back on the server's own identity (an
+//! instance role, say).
+
+use serde_json::Value;
+use vigil_aggregates::connection::Provider;
+
+use crate::{
+    connections::{cloud_a_setup::fresh_tokens, cloud_b},
+    state::AppState,
+};
+
+/// What the command may do with the credentials: read-only work (ask mode, the RCA) uses the
+/// read-only identity a connection carries when it has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    ReadOnly,
+    ReadWrite,
+}
+
+pub type Environment = Vec<(&'static str, String)>;
+
+/// The provider whose credentials `program` acts with; `None` for programs of no provider.
+pub fn provider_of(program: &str) -> Option<Provider> {
+    match program {
+        "gcloud" | "gsutil" | "bq" => Some(Provider::CloudA),
+        "aws" => Some(Provider::CloudB),
+        "az" => Some(Provider::CloudC),
+        "scw" => Some(Provider::CloudD),
+        _ => None,
+    }
+}
+
+/// The variables `program` needs to act as the user; an error (for the model and the user) when
+/// the user has not connected the program's provider.
+pub async fn environment(
+    state: &AppState,
+    user_id: &str,
+    program: &str,
+    access: Access,
+) -> Result<Environment, String> {
+    let Some(provider) = provider_of(program) else {
+        return Ok(Vec::new());
+    };
+    let not_connected =
+        || format!("{program} acts with a {provider} connection, and none is connected: connect one first");
+    let unavailable = |error: &dyn std::fmt::Display| format!("the {provider} credentials are unavailable: {error}");
+    match provider {
+        Provider::CloudA => {
+            let client = state.connections.cloud_a.as_ref().ok_or_else(not_connected)?;
+            let (_, tokens) = fresh_tokens(state, client, user_id)
+                .await
+                .map_err(|error| unavailable(&error))?
+                .ok_or_else(not_connected)?;
+            Ok(vec![(
+                "CLOUDSDK_AUTH_ACCESS_TOKEN",
+                tokens.access_token.expose().clone(),
+            )])
+        }
+        Provider::CloudB => {
+            let (stored, _) = cloud_b::fresh(state, user_id)
+                .await
+                .map_err(|error| unavailable(&error))?
+                .ok_or_else(not_connected)?;
+            let read_only_role = stored["read_only_role_arn"].as_str().and_then(|arn| arn.parse().ok());
+            let (key_id, secret, token) = match (access, read_only_role) {
+                (Access::ReadOnly, Some(role)) => {
+                    let external_id = state.connections.external_id(user_id);
+                    let assumed = cloud_b::assume(state, user_id, &role, &external_id)
+                        .await
+                        .map_err(|error| unavailable(&error))?;
+                    (
+                        assumed.access_key_id,
+                        assumed.secret_access_key.expose().to_owned(),
+                        assumed.session_token.expose().to_owned(),
+                    )
+                }
+                _ => {
+                    let field = |name: &str| text(&stored["credentials"], name);
+                    (
+                        field("access_key_id"),
+                        field("secret_access_key"),
+                        field("session_token"),
+                    )
+                }
+            };
+            Ok(vec![
+                ("AWS_ACCESS_KEY_ID", key_id),
+                ("AWS_SECRET_ACCESS_KEY", secret),
+                ("AWS_SESSION_TOKEN", token),
+                // Never the server's own identity from the instance metadata service.
+                ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+            ])
+        }
+        Provider::CloudC => {
+            let (_, stored) = state
+                .connections
+                .load(&state.db, user_id, provider)
+                .await
+                .map_err(|error| unavailable(&error))?
+                .ok_or_else(not_connected)?;
+            let principal = match (access, stored.get("read_only_credentials")) {
+                (Access::ReadOnly, Some(read_only)) if read_only.is_object() => read_only,
+                _ => &stored,
+            };
+            Ok(vec![
+                ("AZURE_TENANT_ID", text(&stored, "tenant_id")),
+                ("AZURE_CLIENT_ID", text(principal, "client_id")),
+                ("AZURE_CLIENT_SECRET", text(principal, "client_secret")),
+                ("AZURE_SUBSCRIPTION_ID", text(&stored, "subscription_id")),
+            ])
+        }
+        Provider::CloudD => {
+            let (_, stored) = state
+                .connections
+                .load(&state.db, user_id, provider)
+                .await
+                .map_err(|error| unavailable(&error))?
+                .ok_or_else(not_connected)?;
+            Ok(vec![
+                ("SCW_ACCESS_KEY", text(&stored, "access_key")),
+                ("SCW_SECRET_KEY", text(&stored, "secret_key")),
+                ("SCW_DEFAULT_ORGANIZATION_ID", text(&stored, "organization_id")),
+                ("SCW_DEFAULT_PROJECT_ID", text(&stored, "project_id")),
+            ])
+        }
+        Provider::CloudE | Provider::CloudF => Ok(Vec::new()),
+    }
+}
+
+fn text(value: &Value, name: &str) -> String {
+    value.get(name).and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_map_to_their_providers() {
+        assert_eq!(provider_of("aws"), Some(Provider::CloudB));
+        assert_eq!(provider_of("gcloud"), Some(Provider::CloudA));
+        assert_eq!(provider_of("az"), Some(Provider::CloudC));
+        assert_eq!(provider_of("scw"), Some(Provider::CloudD));
+        assert_eq!(provider_of("kubectl"), None);
+    }
+}

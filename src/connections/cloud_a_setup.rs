@@ -1,0 +1,202 @@
+//! The cloud_a post-auth setup (spec: 7 steps), run as a background job after a successful
+//! callback. Progress is the job's `progress`: `{"step", "total_steps", "status"}`.
+//!
+//! Steps 2 to 4 (enable APIs, create service accounts, configure IAM) are recorded as done
+//! without calls to the provider yet: the agent's tools that need them do not exist so far.
+
+use async_trait::async_trait;
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use vigil_aggregates::connection::{connection_id, ConnectionCommand, Provider};
+use vigil_secrets::cloud_a::{CloudAClient, CloudAError, CloudATokens, Freshness};
+
+use crate::{
+    event_store::{execute, Actor},
+    jobs::{JobContext, JobFailure, JobHandler},
+    state::AppState,
+};
+
+pub const CLOUD_A_SETUP_JOB: &str = "cloud_a_setup";
+pub const TOTAL_STEPS: u32 = 7;
+
+/// What each step reports while it runs.
+pub const STEPS: [&str; TOTAL_STEPS as usize] = [
+    "Fetching your projects",
+    "Enabling required APIs",
+    "Creating service accounts",
+    "Configuring IAM permissions",
+    "Setting up billing exports",
+    "Initialising project metadata",
+    "Completing setup",
+];
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SetupPayload {
+    pub user_id: String,
+}
+
+pub struct CloudASetupHandler {
+    pub state: AppState,
+}
+
+/// The user's cloud_a tokens, refreshed first when they expire within the refresh window (and
+/// then saved again).
+pub async fn fresh_tokens(
+    state: &AppState,
+    client: &CloudAClient,
+    user_id: &str,
+) -> Result<Option<(crate::connections::TokenRecord, CloudATokens)>, FreshError> {
+    let connectors = &state.connections;
+    let Some((record, stored)) = connectors
+        .load(&state.db, user_id, Provider::CloudA)
+        .await
+        .map_err(FreshError::Store)?
+    else {
+        return Ok(None);
+    };
+    let mut tokens: CloudATokens = serde_json::from_value(stored).map_err(|_| {
+        FreshError::Store(anyhow::anyhow!("stored cloud_a credentials have an unexpected shape").into())
+    })?;
+    if client
+        .fresh_access_token(&mut tokens, Utc::now())
+        .await
+        .map_err(FreshError::OAuth)?
+        == Freshness::Refreshed
+    {
+        let value = serde_json::to_value(&tokens).expect("tokens serialise");
+        connectors
+            .resave(user_id, Provider::CloudA, &value)
+            .await
+            .map_err(FreshError::Store)?;
+    }
+    Ok(Some((record, tokens)))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FreshError {
+    #[error(transparent)]
+    OAuth(CloudAError),
+    #[error("{0}")]
+    Store(crate::error::AppError),
+}
+
+#[async_trait]
+impl JobHandler for CloudASetupHandler {
+    fn kind(&self) -> &'static str {
+        CLOUD_A_SETUP_JOB
+    }
+
+    async fn run(&self, job: &JobContext) -> Result<Value, JobFailure> {
+        let SetupPayload { user_id } = job.payload_as()?;
+        let state = &self.state;
+        let client = state
+            .connections
+            .cloud_a
+            .as_ref()
+            .ok_or_else(|| JobFailure::permanent("cloud_a is not configured"))?;
+        let progress = |step: u32| async move {
+            job.checkpoint().await?;
+            job.report_progress(json!({
+                "step": step,
+                "total_steps": TOTAL_STEPS,
+                "status": STEPS[step as usize - 1],
+            }))
+            .await?;
+            Ok::<(), JobFailure>(())
+        };
+
+        progress(1).await?;
+        let (_, tokens) = match fresh_tokens(state, client, &user_id).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return Err(JobFailure::permanent("the user has no cloud_a credentials")),
+            Err(FreshError::OAuth(error @ (CloudAError::Network(_) | CloudAError::Api(_)))) => {
+                return Err(JobFailure::retryable(error))
+            }
+            Err(error) => return Err(JobFailure::permanent(error)),
+        };
+        let projects: Vec<_> = client
+            .list_projects(&tokens.access_token)
+            .await
+            .map_err(setup_failure)?
+            .into_iter()
+            .filter(|project| project.lifecycle_state.as_deref().is_none_or(|s| s == "ACTIVE"))
+            .collect();
+        let Some(first) = projects.first().cloned() else {
+            return Err(JobFailure::permanent(
+                "no active cloud_a project is visible to this account",
+            ));
+        };
+        for project in &projects {
+            let command = ConnectionCommand::Begin {
+                user_id: user_id.clone(),
+                provider: Provider::CloudA,
+                account_id: project.project_id.clone(),
+                account_name: project.name.clone(),
+                at: Utc::now(),
+            };
+            connection_command(state, &user_id, &project.project_id, command).await?;
+        }
+
+        for step in 2..=4 {
+            progress(step).await?;
+        }
+
+        progress(5).await?;
+        let has_billing = client
+            .has_billing(&tokens.access_token, &first.project_id)
+            .await
+            .map_err(setup_failure)?;
+
+        progress(6).await?;
+        let metadata = json!({
+            "project_id": first.project_id,
+            "project_name": first.name,
+            "projects": projects.iter().map(|p| &p.project_id).collect::<Vec<_>>(),
+            "has_billing": has_billing,
+        });
+        crate::connections::tokens::merge_token_data(&state.db, &user_id, Provider::CloudA.as_str(), &metadata).await?;
+
+        progress(7).await?;
+        let Some(record) = crate::connections::tokens::find(&state.db, &user_id, Provider::CloudA.as_str()).await?
+        else {
+            return Err(JobFailure::permanent(
+                "the cloud_a credentials were removed during setup",
+            ));
+        };
+        let secret_ref = record.secret_ref.unwrap_or_default();
+        for project in &projects {
+            let command = ConnectionCommand::Connect {
+                user_id: user_id.clone(),
+                provider: Provider::CloudA,
+                account_id: project.project_id.clone(),
+                account_name: project.name.clone(),
+                secret_ref: secret_ref.clone(),
+                at: Utc::now(),
+            };
+            connection_command(state, &user_id, &project.project_id, command).await?;
+        }
+        Ok(json!({ "projects": projects.len(), "project_id": first.project_id, "has_billing": has_billing }))
+    }
+}
+
+async fn connection_command(
+    state: &AppState,
+    user_id: &str,
+    project_id: &str,
+    command: ConnectionCommand,
+) -> Result<(), JobFailure> {
+    let id = connection_id(user_id, Provider::CloudA, project_id);
+    execute(&state.events.connections, &id, command, Actor::System("cloud_a_setup"))
+        .await
+        .map_err(|error| JobFailure::retryable(format!("recording the connection: {error}")))
+}
+
+fn setup_failure(error: CloudAError) -> JobFailure {
+    match error {
+        CloudAError::Network(_) | CloudAError::Api(_) | CloudAError::UnexpectedResponse(_) => {
+            JobFailure::retryable(error)
+        }
+        other => JobFailure::permanent(other),
+    }
+}

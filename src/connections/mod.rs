@@ -1,0 +1,390 @@
+//! Users' cloud connections: the secrets store and cache, the provider clients built from the
+//! configuration, token records, and the credential lifecycle the HTTP handlers share (save,
+//! load, forget, and the Connection commands that go with them).
+
+pub mod cloud_a_setup;
+pub mod cloud_b;
+pub mod tokens;
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use axum::http::StatusCode;
+use base64::{engine::general_purpose::STANDARD, Engine};
+use chrono::Utc;
+use cqrs_es::AggregateError;
+use hmac::{Hmac, Mac};
+use reqwest::Url;
+use serde_json::Value;
+use sha2::Sha256;
+use sqlx::PgPool;
+use vigil_aggregates::connection::{connection_id, ConnectionCommand, ConnectionError, ConnectionStatus, Provider};
+use vigil_projections::connections as read;
+use vigil_providers::{
+    cloud_b::{external_id_for, ServiceCredentials, StsClient},
+    cloud_c::AzureClient,
+    cloud_d::ScalewayClient,
+};
+use vigil_secrets::{
+    cloud_a::{CloudAClient, CloudAConfig},
+    cloud_e::{CloudEClient, CloudEConfig},
+    secret_name, CredentialCache, EmbeddedStore, EncryptionKey, PgNonceStore, SecretRef, SecretStore, Secrets,
+    StateSigner, StoreError, VaultKv2, VaultKv2Config,
+};
+
+pub use cloud_a_setup::{CloudASetupHandler, CLOUD_A_SETUP_JOB};
+pub use tokens::{TokenFields, TokenRecord};
+
+use crate::{
+    config::Config,
+    error::AppError,
+    event_store::{execute, Actor},
+    state::AppState,
+};
+
+/// Name of the master key file in the data directory.
+pub const KEY_FILE: &str = "secrets.key";
+
+/// Everything the connection endpoints need, built once from the configuration.
+pub struct Connectors {
+    /// Deployment environment, the first part of secret names.
+    pub environment: String,
+    pub secrets: Secrets,
+    pub nonces: PgNonceStore,
+    pub state_signer: StateSigner,
+    /// `None` until the service's OAuth client is configured.
+    pub cloud_a: Option<CloudAClient>,
+    /// `None` until the service's own cloud_b credentials are configured.
+    pub sts: Option<StsClient>,
+    external_id_key: vigil_secrets::Secret<Vec<u8>>,
+    pub azure: AzureClient,
+    pub scaleway: ScalewayClient,
+    pub cloud_e: CloudEClient,
+    pub cloud_f_enabled: bool,
+}
+
+impl Connectors {
+    pub fn from_config(config: &Config, db: &PgPool) -> anyhow::Result<Self> {
+        let settings = &config.connections;
+        let master = master_key(config)?;
+        let encryption_key = EncryptionKey::from_base64(&STANDARD.encode(master.expose()))?;
+        let timeout = Duration::from_secs(settings.provider_timeout_secs);
+
+        let store: Arc<dyn SecretStore> = match &settings.vault_addr {
+            Some(address) => {
+                let token = settings
+                    .vault_token
+                    .as_ref()
+                    .filter(|token| !token.is_empty())
+                    .context("VAULT_ADDR is set but VAULT_TOKEN is not")?;
+                let mut vault = VaultKv2Config::new(
+                    Url::parse(address).context("VAULT_ADDR is not a URL")?,
+                    vigil_secrets::Secret::new(token.expose().to_owned()),
+                    settings.vault_mount.clone(),
+                );
+                vault.base_path = settings.secrets_base_path.clone();
+                vault.timeout = timeout;
+                Arc::new(VaultKv2::new(vault)?)
+            }
+            None => Arc::new(EmbeddedStore::new(
+                db.clone(),
+                encryption_key.clone(),
+                &settings.vault_mount,
+                &settings.secrets_base_path,
+            )?),
+        };
+        let ttl = Duration::from_secs(settings.credential_cache_ttl_secs);
+        let cache = match &config.redis_url {
+            Some(url) => CredentialCache::redis(
+                redis::Client::open(url.expose()).context("REDIS_URL is not a Redis URL")?,
+                format!("{}:credentials:", config.redis_key_prefix),
+                encryption_key,
+                ttl,
+            ),
+            None => CredentialCache::in_process(ttl),
+        };
+
+        let cloud_a = match (&settings.cloud_a_client_id, &settings.cloud_a_client_secret) {
+            (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => {
+                let mut cloud_a = CloudAConfig::new(
+                    id.clone(),
+                    vigil_secrets::Secret::new(secret.expose().to_owned()),
+                    url(&settings.cloud_a_auth_url, "CLOUD_A_AUTH_URL")?,
+                    url(&settings.cloud_a_token_url, "CLOUD_A_TOKEN_URL")?,
+                    url(&settings.cloud_a_redirect_url, "CLOUD_A_REDIRECT_URL")?,
+                    url(&settings.cloud_a_api_base, "CLOUD_A_API_BASE")?,
+                );
+                cloud_a.timeout = timeout;
+                Some(CloudAClient::new(cloud_a)?)
+            }
+            _ => None,
+        };
+        let sts = match (&settings.cloud_b_access_key_id, &settings.cloud_b_secret_access_key) {
+            (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => Some(
+                StsClient::new(ServiceCredentials::new(
+                    id.clone(),
+                    secret.expose(),
+                    settings
+                        .cloud_b_session_token
+                        .as_ref()
+                        .map(|token| token.expose().into()),
+                ))
+                .with_endpoint(url(&settings.cloud_b_sts_endpoint, "CLOUD_B_STS_ENDPOINT")?)
+                .with_region(settings.cloud_b_region.clone())
+                .with_timeout(timeout),
+            ),
+            _ => None,
+        };
+        let external_id_key = match &settings.cloud_b_external_id_key {
+            Some(key) if !key.is_empty() => key.expose().as_bytes().to_vec(),
+            _ => derive(&master, "vigil cloud_b external id"),
+        };
+        Ok(Self {
+            environment: config.environment.clone(),
+            secrets: Secrets::new(store, cache),
+            nonces: PgNonceStore::new(db.clone()),
+            state_signer: StateSigner::new(vigil_secrets::Secret::new(derive(&master, "vigil oauth state")))?,
+            cloud_a,
+            sts,
+            external_id_key: vigil_secrets::Secret::new(external_id_key),
+            azure: AzureClient::new()
+                .with_authority_base(url(&settings.cloud_c_login_base, "CLOUD_C_LOGIN_BASE")?)
+                .with_management_base(url(&settings.cloud_c_management_base, "CLOUD_C_MANAGEMENT_BASE")?)
+                .with_timeout(timeout),
+            scaleway: ScalewayClient::new()
+                .with_base(url(&settings.cloud_d_api_base, "CLOUD_D_API_BASE")?)
+                .with_timeout(timeout),
+            cloud_e: CloudEClient::new(CloudEConfig {
+                api_base_url: url(&settings.cloud_e_api_base, "CLOUD_E_API_BASE")?,
+                timeout,
+            })?,
+            cloud_f_enabled: settings.cloud_f_enabled,
+        })
+    }
+
+    /// The one external id `user_id`'s cloud_b roles must require.
+    pub fn external_id(&self, user_id: &str) -> String {
+        external_id_for(self.external_id_key.expose(), user_id)
+    }
+
+    /// Whether `provider` is offered at all (cloud_f only behind its flag).
+    pub fn offers(&self, provider: Provider) -> bool {
+        provider != Provider::CloudF || self.cloud_f_enabled
+    }
+
+    /// Stores `credentials` (a JSON object) in the secrets store and the reference, with the
+    /// non-secret `fields`, in the user's token record.
+    pub async fn save(
+        &self,
+        db: &PgPool,
+        user_id: &str,
+        provider: Provider,
+        credentials: &Value,
+        fields: &TokenFields,
+    ) -> Result<SecretRef, AppError> {
+        let name = secret_name(&self.environment, user_id, provider.as_str());
+        let reference = self.secrets.save(&name, credentials).await.map_err(store_error)?;
+        tokens::upsert(db, user_id, provider.as_str(), &reference.to_string(), fields).await?;
+        Ok(reference)
+    }
+
+    /// Replaces the stored credentials behind an existing record (after a refresh).
+    pub async fn resave(&self, user_id: &str, provider: Provider, credentials: &Value) -> Result<(), AppError> {
+        let name = secret_name(&self.environment, user_id, provider.as_str());
+        self.secrets.save(&name, credentials).await.map_err(store_error)?;
+        Ok(())
+    }
+
+    /// The user's token record for `provider` and the credentials behind it; `None` when the
+    /// user has none (or the secret is gone from the store).
+    pub async fn load(
+        &self,
+        db: &PgPool,
+        user_id: &str,
+        provider: Provider,
+    ) -> Result<Option<(TokenRecord, Value)>, AppError> {
+        let Some(record) = tokens::find(db, user_id, provider.as_str()).await? else {
+            return Ok(None);
+        };
+        let Some(reference) = record.secret_ref.as_deref() else {
+            return Ok(None);
+        };
+        let reference: SecretRef = reference
+            .parse()
+            .map_err(|error| AppError::Internal(anyhow::anyhow!("stored secret reference: {error}")))?;
+        let credentials = self.secrets.load(&reference).await.map_err(store_error)?;
+        tokens::touch(db, user_id, provider.as_str()).await?;
+        Ok(credentials.map(|credentials| (record, credentials)))
+    }
+
+    /// Deletes the user's credentials for `provider` from the store, the cache and the token
+    /// records. Returns whether there were any.
+    pub async fn forget(&self, db: &PgPool, user_id: &str, provider: Provider) -> Result<bool, AppError> {
+        let Some(record) = tokens::find(db, user_id, provider.as_str()).await? else {
+            return Ok(false);
+        };
+        if let Some(reference) = record.secret_ref.as_deref().and_then(|r| r.parse::<SecretRef>().ok()) {
+            self.secrets.remove(&reference).await.map_err(store_error)?;
+        }
+        tokens::delete(db, user_id, provider.as_str()).await?;
+        Ok(true)
+    }
+}
+
+fn url(value: &str, name: &str) -> anyhow::Result<Url> {
+    Url::parse(value).with_context(|| format!("{name} is not a URL"))
+}
+
+/// The 32-byte master key: `SECRETS_KEY`, or the key file in the data directory (created with
+/// mode 0600 on first start).
+fn master_key(config: &Config) -> anyhow::Result<vigil_secrets::Secret<Vec<u8>>> {
+    let encoded = match &config.connections.secrets_key {
+        Some(key) if !key.is_empty() => key.expose().to_owned(),
+        _ => {
+            let path = config.data_dir.join(KEY_FILE);
+            std::fs::create_dir_all(&config.data_dir)
+                .with_context(|| format!("creating the data directory {}", config.data_dir.display()))?;
+            EncryptionKey::load_or_create(&path)?;
+            read_key_file(&path)?
+        }
+    };
+    let bytes = STANDARD
+        .decode(encoded.trim())
+        .ok()
+        .filter(|bytes| bytes.len() == 32)
+        .context("the secrets master key is not the base64 encoding of 32 bytes")?;
+    Ok(vigil_secrets::Secret::new(bytes))
+}
+
+fn read_key_file(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading the key file {}", path.display()))
+}
+
+/// A key for one purpose, derived from the master key.
+fn derive(master: &vigil_secrets::Secret<Vec<u8>>, purpose: &str) -> Vec<u8> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(master.expose()).expect("HMAC accepts keys of any length");
+    mac.update(purpose.as_bytes());
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Secrets-store failures: the store being away or refusing the service is a 503; the rest is
+/// internal. No variant carries a credential.
+pub fn store_error(error: StoreError) -> AppError {
+    match error {
+        StoreError::Http(_) | StoreError::Unauthorized(_) | StoreError::Backend { .. } | StoreError::Cache(_) => {
+            AppError::Refused {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                code: "secrets_store_unavailable",
+                message: format!("the secrets store cannot be used right now: {error}"),
+            }
+        }
+        other => AppError::Internal(other.into()),
+    }
+}
+
+/// 502: the provider did not answer usefully; the user may retry.
+pub fn provider_unavailable(provider: Provider, error: impl std::fmt::Display) -> AppError {
+    AppError::Refused {
+        status: StatusCode::BAD_GATEWAY,
+        code: "provider_unavailable",
+        message: format!("{provider} could not be reached or answered unexpectedly: {error}"),
+    }
+}
+
+/// 503: the service has no configuration for this provider.
+pub fn not_configured(provider: Provider) -> AppError {
+    AppError::Refused {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        code: "provider_not_configured",
+        message: format!("{provider} is not configured on this service"),
+    }
+}
+
+/// Refuses a body whose `userId` names someone other than the caller.
+pub fn check_user_id(claimed: &str, user_id: &str) -> Result<(), AppError> {
+    let claimed = claimed.trim();
+    if !claimed.is_empty() && claimed != user_id {
+        return Err(AppError::Forbidden(
+            "userId does not match the authenticated user".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl From<AggregateError<ConnectionError>> for AppError {
+    fn from(error: AggregateError<ConnectionError>) -> Self {
+        match error {
+            AggregateError::UserError(ConnectionError::NotFound) => Self::NotFound("connection not found".into()),
+            AggregateError::UserError(ConnectionError::Invalid(message)) => Self::invalid(message),
+            AggregateError::AggregateConflict => {
+                Self::Conflict("the connection was changed concurrently too many times; retry".into())
+            }
+            other => Self::Internal(anyhow::anyhow!("event store: {other}")),
+        }
+    }
+}
+
+/// Records that `user_id`'s `account_id` of `provider` is connected with the credentials at `secret_ref`.
+pub async fn mark_connected(
+    state: &AppState,
+    user_id: &str,
+    provider: Provider,
+    account_id: &str,
+    account_name: Option<String>,
+    secret_ref: &SecretRef,
+) -> Result<(), AppError> {
+    let command = ConnectionCommand::Connect {
+        user_id: user_id.to_owned(),
+        provider,
+        account_id: account_id.to_owned(),
+        account_name,
+        secret_ref: secret_ref.to_string(),
+        at: Utc::now(),
+    };
+    let id = connection_id(user_id, provider, account_id);
+    execute(&state.events.connections, &id, command, Actor::User(user_id)).await?;
+    Ok(())
+}
+
+/// Marks every live connection of `provider` as `error` (the credentials stopped working).
+pub async fn mark_failed(state: &AppState, user_id: &str, provider: Provider, reason: &str) -> Result<(), AppError> {
+    for row in read::of_provider(&state.db, user_id, provider.as_str()).await? {
+        let command = ConnectionCommand::Fail {
+            user_id: user_id.to_owned(),
+            reason: reason.to_owned(),
+            at: Utc::now(),
+        };
+        execute(
+            &state.events.connections,
+            &row.id,
+            command,
+            Actor::System("connections"),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The provider-specific disconnect: deletes the credentials (store, cache, token record) and
+/// marks every connection of the provider `not_connected`.
+pub async fn disconnect_provider(state: &AppState, user_id: &str, provider: Provider) -> Result<bool, AppError> {
+    let had_credentials = state.connections.forget(&state.db, user_id, provider).await?;
+    let rows = read::of_provider(&state.db, user_id, provider.as_str()).await?;
+    for row in &rows {
+        let command = ConnectionCommand::Disconnect {
+            user_id: user_id.to_owned(),
+            credentials_kept: false,
+            at: Utc::now(),
+        };
+        execute(&state.events.connections, &row.id, command, Actor::User(user_id)).await?;
+    }
+    Ok(had_credentials || !rows.is_empty())
+}
+
+/// Whether any of the user's accounts of `provider` is connected.
+pub async fn has_connected_account(db: &PgPool, user_id: &str, provider: Provider) -> Result<bool, AppError> {
+    let rows = read::of_provider(db, user_id, provider.as_str()).await?;
+    Ok(rows
+        .iter()
+        .any(|row| row.status == ConnectionStatus::Connected.as_str()))
+}

@@ -1,0 +1,388 @@
+//! cloud_a: OAuth 2.0 authorization-code flow (spec Endpoints → cloud_a). The callback is reached
+//! by the user's browser, so it answers with redirects to the frontend; its `state` (signed,
+//! expiring, single-use) is what identifies the user there.
+
+use axum::{
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Redirect, Response},
+    Json,
+};
+use chrono::Utc;
+use reqwest::Url;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use vigil_aggregates::connection::Provider;
+use vigil_secrets::{
+    cloud_a::{CloudAClient, CloudAError},
+    StateError,
+};
+
+use crate::{
+    auth::AuthUser,
+    connections::{
+        self as conn,
+        cloud_a_setup::{fresh_tokens, FreshError, SetupPayload, CLOUD_A_SETUP_JOB, TOTAL_STEPS},
+        not_configured, provider_unavailable, TokenFields,
+    },
+    error::{AppError, ErrorBody},
+    extract::{JsonBody, Path, Query},
+    jobs::{self, JobState, NewJob},
+    state::AppState,
+};
+
+const PROVIDER: Provider = Provider::CloudA;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(login))
+        .routes(routes!(login_alias))
+        .routes(routes!(callback))
+        .routes(routes!(callback_alias))
+        .routes(routes!(setup_status))
+        .routes(routes!(status))
+        .routes(routes!(force_disconnect))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct LoginRequest {
+    /// Must be the authenticated user.
+    #[serde(rename = "userId")]
+    user_id: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct LoginResponse {
+    /// The consent-screen URL to send the user to; its `state` is signed, expires after 10
+    /// minutes and can be used once.
+    login_url: String,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    /// Set by cloud_a instead of `code` when the user declined (`access_denied`).
+    error: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct SetupStatus {
+    /// `PENDING`, `STARTED`, `PROGRESS`, `SUCCESS` or `FAILURE`.
+    state: &'static str,
+    status: String,
+    complete: bool,
+    progress: Option<u32>,
+    step: Option<u32>,
+    total_steps: Option<u32>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CloudAStatus {
+    connected: bool,
+    provider: &'static str,
+    project_id: Option<String>,
+    has_billing: bool,
+    /// Set when the stored credentials no longer work: `reauthentication_required`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'static str>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct SuccessMessage {
+    pub success: bool,
+    pub message: String,
+}
+
+fn client(state: &AppState) -> Result<&CloudAClient, AppError> {
+    state
+        .connections
+        .cloud_a
+        .as_ref()
+        .ok_or_else(|| not_configured(PROVIDER))
+}
+
+/// Start connecting cloud_a: the URL of the consent screen.
+#[utoipa::path(post, path = "/cloud_a/login", tag = "cloud connections", request_body = LoginRequest,
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = LoginResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "userId is not the caller", body = ErrorBody),
+        (status = 503, description = "cloud_a is not configured", body = ErrorBody)))]
+async fn login(
+    State(state): State<AppState>,
+    user: AuthUser,
+    JsonBody(request): JsonBody<LoginRequest>,
+) -> Result<Json<LoginResponse>, AppError> {
+    conn::check_user_id(&request.user_id, &user.id)?;
+    let client = client(&state)?;
+    let oauth_state = state.connections.state_signer.issue(&user.id, Utc::now());
+    Ok(Json(LoginResponse {
+        login_url: client.login_url(&oauth_state).to_string(),
+    }))
+}
+
+/// Same as `POST /cloud_a/login`.
+#[utoipa::path(post, path = "/login", tag = "cloud connections", request_body = LoginRequest,
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = LoginResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
+async fn login_alias(
+    state: State<AppState>,
+    user: AuthUser,
+    body: JsonBody<LoginRequest>,
+) -> Result<Json<LoginResponse>, AppError> {
+    login(state, user, body).await
+}
+
+/// Where cloud_a sends the browser back. A valid state leads to a 303 redirect to
+/// `<FRONTEND_URL>/connections?provider=cloud_a&status=pending&task_id=<id>` (setup running), or
+/// on a provider error to `...&status=error&code=<code>`. A missing, forged, expired or reused
+/// state is refused with 400 and no redirect.
+#[utoipa::path(get, path = "/cloud_a/callback", tag = "cloud connections", params(CallbackQuery),
+    responses((status = 303, description = "to the frontend"), (status = 400, body = ErrorBody)))]
+async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQuery>) -> Result<Response, AppError> {
+    let oauth_state = query
+        .state
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| AppError::bad_request("invalid_state", "the OAuth state is missing"))?;
+    let connectors = &state.connections;
+    let claims = connectors
+        .state_signer
+        .verify_once(oauth_state, Utc::now(), &connectors.nonces)
+        .await
+        .map_err(state_error)?;
+    let user_id = claims.user_id;
+    if let Some(error) = query.error.as_deref() {
+        return frontend_error(&state, CloudAError::from_callback(error));
+    }
+    let Some(code) = query.code.as_deref().filter(|c| !c.is_empty()) else {
+        return frontend_redirect(&state, &[("status", "error"), ("code", "missing_code")]);
+    };
+    let client = client(&state)?;
+    let tokens = match client.exchange_code(code).await {
+        Ok(tokens) => tokens,
+        Err(error) => return frontend_error(&state, error),
+    };
+    let fields = TokenFields {
+        email: tokens.email.clone(),
+        token_data: Some(json!({})),
+        ..Default::default()
+    };
+    let credentials = serde_json::to_value(&tokens).expect("tokens serialise");
+    connectors
+        .save(&state.db, &user_id, PROVIDER, &credentials, &fields)
+        .await?;
+    let job = NewJob::new(CLOUD_A_SETUP_JOB, json!(SetupPayload { user_id }));
+    let task_id = jobs::enqueue(&state.db, job)
+        .await
+        .map_err(|error| AppError::Internal(error.into()))?
+        .id();
+    frontend_redirect(&state, &[("status", "pending"), ("task_id", &task_id.to_string())])
+}
+
+/// Same as `GET /cloud_a/callback`.
+#[utoipa::path(get, path = "/callback", tag = "cloud connections", params(CallbackQuery),
+    responses((status = 303, description = "to the frontend"), (status = 400, body = ErrorBody)))]
+async fn callback_alias(state: State<AppState>, query: Query<CallbackQuery>) -> Result<Response, AppError> {
+    callback(state, query).await
+}
+
+fn state_error(error: StateError) -> AppError {
+    let code = match error {
+        StateError::Expired => "state_expired",
+        StateError::Replayed => "state_replayed",
+        StateError::Malformed | StateError::BadSignature | StateError::KeyTooShort => "invalid_state",
+        StateError::Store(store) => return conn::store_error(store),
+    };
+    AppError::bad_request(code, error.to_string())
+}
+
+/// The spec's OAuth failures, as codes for the frontend.
+fn oauth_code(error: &CloudAError) -> &'static str {
+    match error {
+        CloudAError::InvalidGrant => "invalid_grant",
+        CloudAError::AccessDenied => "access_denied",
+        CloudAError::InvalidClient => "invalid_client",
+        CloudAError::RefreshExpired => "reauthentication_required",
+        CloudAError::Network(_) => "network_error",
+        _ => "oauth_error",
+    }
+}
+
+fn frontend_error(state: &AppState, error: CloudAError) -> Result<Response, AppError> {
+    tracing::info!(code = oauth_code(&error), %error, "cloud_a sign-in failed");
+    frontend_redirect(state, &[("status", "error"), ("code", oauth_code(&error))])
+}
+
+fn frontend_redirect(state: &AppState, pairs: &[(&str, &str)]) -> Result<Response, AppError> {
+    let mut url = Url::parse(&state.config.frontend_url)
+        .and_then(|base| base.join("connections"))
+        .map_err(|error| AppError::Internal(anyhow::anyhow!("FRONTEND_URL: {error}")))?;
+    url.query_pairs_mut()
+        .append_pair("provider", PROVIDER.as_str())
+        .extend_pairs(pairs);
+    Ok(Redirect::to(url.as_str()).into_response())
+}
+
+/// Progress of the post-auth setup started by the callback (`task_id` from its redirect).
+#[utoipa::path(get, path = "/cloud_a/setup/status/{task_id}", tag = "cloud connections",
+    params(("task_id" = String, Path)), security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = SetupStatus), (status = 401, body = ErrorBody),
+        (status = 404, description = "unknown task, or another user's", body = ErrorBody)))]
+async fn setup_status(
+    State(state): State<AppState>,
+    user: AuthUser,
+    Path(task_id): Path<String>,
+) -> Result<Json<SetupStatus>, AppError> {
+    let not_found = || AppError::NotFound("setup task not found".into());
+    let id: i64 = task_id.parse().map_err(|_| not_found())?;
+    let job = jobs::get(&state.db, id)
+        .await
+        .map_err(|error| AppError::Internal(error.into()))?
+        .filter(|job| job.kind == CLOUD_A_SETUP_JOB)
+        .filter(|job| job.payload.get("user_id").and_then(|v| v.as_str()) == Some(user.id.as_str()))
+        .ok_or_else(not_found)?;
+    let step = job
+        .progress
+        .as_ref()
+        .and_then(|p| p.get("step"))
+        .and_then(|s| s.as_u64())
+        .map(|s| s as u32);
+    let step_text = job
+        .progress
+        .as_ref()
+        .and_then(|p| p.get("status"))
+        .and_then(|s| s.as_str())
+        .map(str::to_owned);
+    let percent = |step: u32| step.saturating_sub(1) * 100 / TOTAL_STEPS;
+    let status = match job.state {
+        JobState::Available => SetupStatus {
+            state: "PENDING",
+            status: "Waiting to start".into(),
+            complete: false,
+            progress: Some(0),
+            step: None,
+            total_steps: Some(TOTAL_STEPS),
+        },
+        JobState::Running | JobState::Retryable => match step {
+            None => SetupStatus {
+                state: "STARTED",
+                status: "Starting".into(),
+                complete: false,
+                progress: Some(0),
+                step: None,
+                total_steps: Some(TOTAL_STEPS),
+            },
+            Some(step) => SetupStatus {
+                state: "PROGRESS",
+                status: step_text.unwrap_or_default(),
+                complete: false,
+                progress: Some(percent(step)),
+                step: Some(step),
+                total_steps: Some(TOTAL_STEPS),
+            },
+        },
+        JobState::Completed => SetupStatus {
+            state: "SUCCESS",
+            status: "Setup complete".into(),
+            complete: true,
+            progress: Some(100),
+            step: Some(TOTAL_STEPS),
+            total_steps: Some(TOTAL_STEPS),
+        },
+        JobState::Discarded | JobState::Cancelled => SetupStatus {
+            state: "FAILURE",
+            status: match job.last_error {
+                Some(error) => format!("Setup failed: {error}"),
+                None => "Setup was cancelled".into(),
+            },
+            complete: true,
+            progress: step.map(percent),
+            step,
+            total_steps: Some(TOTAL_STEPS),
+        },
+    };
+    Ok(Json(status))
+}
+
+/// Whether cloud_a is connected. Checks the credentials: an access token expiring within five
+/// minutes is refreshed, and billing is read live for the connected project.
+#[utoipa::path(get, path = "/cloud_a/status", tag = "cloud connections",
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = CloudAStatus), (status = 401, body = ErrorBody),
+        (status = 502, description = "cloud_a unreachable; retry", body = ErrorBody),
+        (status = 503, description = "cloud_a is not configured, or rejects the service's OAuth client", body = ErrorBody)))]
+async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudAStatus>, AppError> {
+    let client = client(&state)?;
+    let disconnected = |error| CloudAStatus {
+        connected: false,
+        provider: PROVIDER.as_str(),
+        project_id: None,
+        has_billing: false,
+        error,
+    };
+    let (record, tokens) = match fresh_tokens(&state, client, &user.id).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return Ok(Json(disconnected(None))),
+        Err(FreshError::OAuth(CloudAError::RefreshExpired)) => {
+            conn::mark_failed(&state, &user.id, PROVIDER, "the refresh token expired or was revoked").await?;
+            return Ok(Json(disconnected(Some("reauthentication_required"))));
+        }
+        Err(FreshError::OAuth(error)) => return Err(oauth_error(error)),
+        Err(FreshError::Store(error)) => return Err(error),
+    };
+    let project_id = record.data_str("project_id").map(str::to_owned);
+    let has_billing = match &project_id {
+        Some(project_id) => match client.has_billing(&tokens.access_token, project_id).await {
+            Ok(billing) => billing,
+            Err(CloudAError::Unauthorized) => {
+                conn::mark_failed(&state, &user.id, PROVIDER, "cloud_a rejected the access token").await?;
+                return Ok(Json(disconnected(Some("reauthentication_required"))));
+            }
+            Err(error) => return Err(oauth_error(error)),
+        },
+        None => false,
+    };
+    Ok(Json(CloudAStatus {
+        connected: conn::has_connected_account(&state.db, &user.id, PROVIDER).await?,
+        provider: PROVIDER.as_str(),
+        project_id,
+        has_billing,
+        error: None,
+    }))
+}
+
+fn oauth_error(error: CloudAError) -> AppError {
+    match error {
+        CloudAError::InvalidClient | CloudAError::Config(_) => AppError::Refused {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "invalid_client",
+            message: error.to_string(),
+        },
+        CloudAError::Network(_) => AppError::Refused {
+            status: StatusCode::BAD_GATEWAY,
+            code: "network_error",
+            message: error.to_string(),
+        },
+        other => provider_unavailable(PROVIDER, other),
+    }
+}
+
+/// Disconnect cloud_a and delete its stored credentials.
+#[utoipa::path(post, path = "/api/cloud_a/force-disconnect", tag = "cloud connections",
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = SuccessMessage), (status = 401, body = ErrorBody)))]
+async fn force_disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Json<SuccessMessage>, AppError> {
+    let had_any = conn::disconnect_provider(&state, &user.id, PROVIDER).await?;
+    let message = if had_any {
+        "cloud_a disconnected; its stored credentials were deleted"
+    } else {
+        "cloud_a was not connected"
+    };
+    Ok(Json(SuccessMessage {
+        success: true,
+        message: message.into(),
+    }))
+}

@@ -1,0 +1,171 @@
+//! cloud_c: service principal (spec Endpoints → cloud_c). Login proves the secret with a
+//! client-credentials token and picks a subscription from the live list.
+
+use axum::{extract::State, Json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use vigil_aggregates::connection::Provider;
+use vigil_providers::{
+    cloud_c::{choose_subscription, AzureError},
+    Secret,
+};
+
+use crate::{
+    auth::AuthUser,
+    connections::{self as conn, provider_unavailable, TokenFields},
+    error::{AppError, ErrorBody},
+    extract::JsonBody,
+    state::AppState,
+};
+
+const PROVIDER: Provider = Provider::CloudC;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(login)).routes(routes!(status))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginRequest {
+    /// Must be the authenticated user.
+    user_id: String,
+    tenant_id: String,
+    client_id: String,
+    client_secret: String,
+    /// The first enabled subscription when absent.
+    subscription_id: Option<String>,
+    subscription_name: Option<String>,
+    /// A read-only principal for Ask mode.
+    read_only_credentials: Option<ReadOnlyCredentials>,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadOnlyCredentials {
+    client_id: String,
+    client_secret: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct LoginResponse {
+    message: String,
+    subscription_id: String,
+    subscription_name: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CloudCStatus {
+    connected: bool,
+    provider: &'static str,
+    subscription_id: Option<String>,
+    subscription_name: Option<String>,
+}
+
+fn required(value: &str, field: &str) -> Result<String, AppError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(AppError::invalid(format!("{field} is required")));
+    }
+    Ok(value.to_owned())
+}
+
+/// Connect a service principal and one of its subscriptions.
+#[utoipa::path(post, path = "/cloud_c/login", tag = "cloud connections", request_body = LoginRequest,
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = LoginResponse),
+        (status = 400, description = "invalid tenant or credentials, or no usable subscription", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, description = "userId is not the caller", body = ErrorBody),
+        (status = 502, body = ErrorBody)))]
+async fn login(
+    State(state): State<AppState>,
+    user: AuthUser,
+    JsonBody(request): JsonBody<LoginRequest>,
+) -> Result<Json<LoginResponse>, AppError> {
+    conn::check_user_id(&request.user_id, &user.id)?;
+    let tenant_id = required(&request.tenant_id, "tenantId")?;
+    let client_id = required(&request.client_id, "clientId")?;
+    let client_secret = Secret::new(required(&request.client_secret, "clientSecret")?);
+    let azure = &state.connections.azure;
+    let token = azure
+        .token(&tenant_id, &client_id, &client_secret)
+        .await
+        .map_err(azure_error)?;
+    let subscriptions = azure.list_subscriptions(&token).await.map_err(azure_error)?;
+    let requested = request
+        .subscription_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|id| !id.is_empty());
+    let subscription = choose_subscription(subscriptions, requested).map_err(azure_error)?;
+    let subscription_name = request
+        .subscription_name
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| subscription.display_name.clone());
+    let read_only = request
+        .read_only_credentials
+        .map(|ro| json!({ "client_id": ro.client_id.trim(), "client_secret": ro.client_secret }));
+    let stored = json!({
+        "tenant_id": tenant_id,
+        "client_id": client_id,
+        "client_secret": client_secret.expose(),
+        "subscription_id": subscription.subscription_id,
+        "subscription_name": subscription_name,
+        "read_only_credentials": read_only,
+    });
+    let fields = TokenFields {
+        tenant_id: Some(tenant_id),
+        client_id: Some(client_id),
+        subscription_id: Some(subscription.subscription_id.clone()),
+        subscription_name: Some(subscription_name.clone()),
+        token_data: Some(json!({ "has_read_only_credentials": read_only.is_some() })),
+        ..Default::default()
+    };
+    let reference = state
+        .connections
+        .save(&state.db, &user.id, PROVIDER, &stored, &fields)
+        .await?;
+    conn::mark_connected(
+        &state,
+        &user.id,
+        PROVIDER,
+        &subscription.subscription_id,
+        Some(subscription_name.clone()),
+        &reference,
+    )
+    .await?;
+    Ok(Json(LoginResponse {
+        message: format!("Connected cloud_c subscription {subscription_name}"),
+        subscription_id: subscription.subscription_id,
+        subscription_name,
+    }))
+}
+
+fn azure_error(error: AzureError) -> AppError {
+    match error {
+        AzureError::InvalidCredentials { .. } => {
+            AppError::bad_request("invalid_credentials", "cloud_c rejected the client id or client secret")
+        }
+        AzureError::InvalidTenant(_) => AppError::bad_request("invalid_tenant", error.to_string()),
+        AzureError::AccessDenied(_) => AppError::bad_request("access_denied", error.to_string()),
+        AzureError::SubscriptionNotFound(_) => AppError::bad_request("subscription_not_found", error.to_string()),
+        AzureError::NoEnabledSubscription => AppError::bad_request("no_enabled_subscription", error.to_string()),
+        AzureError::Rejected { .. } => AppError::bad_request("provider_rejected", error.to_string()),
+        other => provider_unavailable(PROVIDER, other),
+    }
+}
+
+/// Whether cloud_c is connected, with the connected subscription.
+#[utoipa::path(get, path = "/cloud_c/status", tag = "cloud connections",
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = CloudCStatus), (status = 401, body = ErrorBody)))]
+async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudCStatus>, AppError> {
+    let record = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await?;
+    Ok(Json(CloudCStatus {
+        connected: record.is_some() && conn::has_connected_account(&state.db, &user.id, PROVIDER).await?,
+        provider: PROVIDER.as_str(),
+        subscription_id: record.as_ref().and_then(|r| r.subscription_id.clone()),
+        subscription_name: record.and_then(|r| r.subscription_name),
+    }))
+}

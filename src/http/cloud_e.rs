@@ -1,0 +1,289 @@
+//! cloud_e: mesh network connected with OAuth client credentials (spec Endpoints → cloud_e).
+//! Connecting also makes the agent's SSH key pair and a reusable auth key for the network.
+
+use axum::{extract::State, Json};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use vigil_aggregates::connection::Provider;
+use vigil_secrets::{
+    cloud_e::{generate_ssh_keypair, ssh_setup, CloudEError},
+    Secret,
+};
+
+use crate::{
+    auth::AuthUser,
+    connections::{self as conn, provider_unavailable, TokenFields},
+    error::{AppError, ErrorBody},
+    extract::JsonBody,
+    http::cloud_a::SuccessMessage,
+    state::AppState,
+};
+
+const PROVIDER: Provider = Provider::CloudE;
+/// How the API names the client's default network.
+const DEFAULT_NETWORK: &str = "-";
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(connect))
+        .routes(routes!(ssh_setup_info))
+        .routes(routes!(disconnect))
+        .routes(routes!(status))
+        .routes(routes!(refresh_token))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectRequest {
+    client_id: String,
+    client_secret: String,
+    /// The client's default network when absent.
+    network: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectResponse {
+    success: bool,
+    message: String,
+    /// The network as the API names it (`-` for the default network).
+    network: String,
+    network_name: String,
+    device_count: usize,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SshSetupResponse {
+    success: bool,
+    /// The agent's public key (`ssh-ed25519 ...`); the private key never leaves the secrets store.
+    ssh_public_key: String,
+    network: String,
+    instructions: Vec<String>,
+    /// Appends the public key to `~/.ssh/authorized_keys` unless it is there.
+    command: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudEStatus {
+    connected: bool,
+    provider: &'static str,
+    network: Option<String>,
+    network_name: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RefreshResponse {
+    success: bool,
+    message: String,
+    /// When the new access token expires.
+    expires_at: DateTime<Utc>,
+}
+
+fn required(value: &str, field: &str) -> Result<String, AppError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(AppError::invalid(format!("{field} is required")));
+    }
+    Ok(value.to_owned())
+}
+
+/// Connect a network: token, device listing, SSH key pair and a reusable auth key.
+#[utoipa::path(post, path = "/cloud_e_api/cloud_e/connect", tag = "cloud connections", request_body = ConnectRequest,
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = ConnectResponse),
+        (status = 400, description = "rejected client credentials or unknown network", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 502, body = ErrorBody)))]
+async fn connect(
+    State(state): State<AppState>,
+    user: AuthUser,
+    JsonBody(request): JsonBody<ConnectRequest>,
+) -> Result<Json<ConnectResponse>, AppError> {
+    let client_id = required(&request.client_id, "clientId")?;
+    let client_secret = Secret::new(required(&request.client_secret, "clientSecret")?);
+    let requested = request.network.as_deref().map(str::trim).filter(|n| !n.is_empty());
+    if requested.is_some_and(|n| n.len() > 255 || n.contains('/')) {
+        return Err(AppError::invalid("network must be a network name"));
+    }
+    let network = requested.unwrap_or(DEFAULT_NETWORK).to_owned();
+    let network_name = requested.unwrap_or("default").to_owned();
+    let client = &state.connections.cloud_e;
+    let token = client.token(&client_id, &client_secret).await.map_err(cloud_e_error)?;
+    let devices = client
+        .list_devices(&token.access_token, Some(network.as_str()))
+        .await
+        .map_err(cloud_e_error)?;
+    let key_pair = generate_ssh_keypair("vigil-agent").map_err(|error| AppError::Internal(error.into()))?;
+    let auth_key = client
+        .create_auth_key(&token.access_token, Some(network.as_str()), &[])
+        .await
+        .map_err(cloud_e_error)?;
+    let stored = json!({
+        "client_id": client_id,
+        "client_secret": client_secret.expose(),
+        "access_token": token.access_token.expose(),
+        "expires_at": token.expires_at,
+        "network": network,
+        "ssh_private_key": key_pair.private_key.expose(),
+        "ssh_public_key": key_pair.public_key,
+        "auth_key": { "id": auth_key.id, "key": auth_key.key.expose() },
+    });
+    let fields = TokenFields {
+        client_id: Some(client_id.clone()),
+        token_data: Some(json!({
+            "network": network,
+            "network_name": network_name,
+            "ssh_public_key": key_pair.public_key,
+            "auth_key_id": auth_key.id,
+            "device_count": devices.len(),
+            "expires_at": token.expires_at,
+        })),
+        ..Default::default()
+    };
+    let reference = state
+        .connections
+        .save(&state.db, &user.id, PROVIDER, &stored, &fields)
+        .await?;
+    conn::mark_connected(
+        &state,
+        &user.id,
+        PROVIDER,
+        &client_id,
+        Some(network_name.clone()),
+        &reference,
+    )
+    .await?;
+    Ok(Json(ConnectResponse {
+        success: true,
+        message: format!("Connected cloud_e network {network_name}"),
+        network,
+        network_name,
+        device_count: devices.len(),
+    }))
+}
+
+fn cloud_e_error(error: CloudEError) -> AppError {
+    match error {
+        CloudEError::InvalidClient => {
+            AppError::bad_request("invalid_credentials", "cloud_e rejected the client id or client secret")
+        }
+        CloudEError::Unauthorized => AppError::bad_request(
+            "access_denied",
+            "cloud_e refused the access token: the OAuth client needs the devices and keys scopes",
+        ),
+        CloudEError::NetworkNotFound => AppError::bad_request("network_not_found", error.to_string()),
+        CloudEError::Config(_) | CloudEError::SshKey(_) => AppError::Internal(error.into()),
+        other => provider_unavailable(PROVIDER, other),
+    }
+}
+
+async fn record(state: &AppState, user_id: &str) -> Result<conn::TokenRecord, AppError> {
+    conn::tokens::find(&state.db, user_id, PROVIDER.as_str())
+        .await?
+        .ok_or_else(|| AppError::NotFound("cloud_e is not connected".into()))
+}
+
+/// How to let the agent log in to the network's machines over SSH.
+#[utoipa::path(get, path = "/cloud_e_api/cloud_e/ssh-setup", tag = "cloud connections",
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = SshSetupResponse), (status = 401, body = ErrorBody),
+        (status = 404, description = "cloud_e is not connected", body = ErrorBody)))]
+async fn ssh_setup_info(State(state): State<AppState>, user: AuthUser) -> Result<Json<SshSetupResponse>, AppError> {
+    let record = record(&state, &user.id).await?;
+    let public_key = record.data_str("ssh_public_key").unwrap_or_default().to_owned();
+    let network = record.data_str("network_name").unwrap_or("default").to_owned();
+    let setup = ssh_setup(&public_key, &network).map_err(|error| AppError::Internal(error.into()))?;
+    Ok(Json(SshSetupResponse {
+        success: true,
+        ssh_public_key: public_key,
+        network,
+        instructions: setup.instructions,
+        command: setup.command,
+    }))
+}
+
+/// Disconnect cloud_e and delete its stored credentials and keys.
+#[utoipa::path(post, path = "/cloud_e_api/cloud_e/disconnect", tag = "cloud connections",
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = SuccessMessage), (status = 401, body = ErrorBody)))]
+async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Json<SuccessMessage>, AppError> {
+    let had_any = conn::disconnect_provider(&state, &user.id, PROVIDER).await?;
+    Ok(Json(SuccessMessage {
+        success: true,
+        message: if had_any {
+            "cloud_e disconnected; its stored credentials and keys were deleted".into()
+        } else {
+            "cloud_e was not connected".into()
+        },
+    }))
+}
+
+/// Whether cloud_e is connected, with its network.
+#[utoipa::path(get, path = "/cloud_e_api/cloud_e/status", tag = "cloud connections",
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = CloudEStatus), (status = 401, body = ErrorBody)))]
+async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudEStatus>, AppError> {
+    let record = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await?;
+    Ok(Json(CloudEStatus {
+        connected: record.is_some() && conn::has_connected_account(&state.db, &user.id, PROVIDER).await?,
+        provider: PROVIDER.as_str(),
+        network: record.as_ref().and_then(|r| r.data_str("network")).map(str::to_owned),
+        network_name: record
+            .as_ref()
+            .and_then(|r| r.data_str("network_name"))
+            .map(str::to_owned),
+    }))
+}
+
+/// Get a new access token with the stored client credentials now. No request body.
+#[utoipa::path(post, path = "/cloud_e_api/cloud_e/refresh-token", tag = "cloud connections",
+    security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = RefreshResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, description = "cloud_e is not connected", body = ErrorBody), (status = 502, body = ErrorBody)))]
+async fn refresh_token(State(state): State<AppState>, user: AuthUser) -> Result<Json<RefreshResponse>, AppError> {
+    let (_, mut stored) = state
+        .connections
+        .load(&state.db, &user.id, PROVIDER)
+        .await?
+        .ok_or_else(|| AppError::NotFound("cloud_e is not connected".into()))?;
+    let field = |name: &str| stored.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let client_secret = Secret::new(field("client_secret"));
+    let token = match state
+        .connections
+        .cloud_e
+        .token(&field("client_id"), &client_secret)
+        .await
+    {
+        Ok(token) => token,
+        Err(CloudEError::InvalidClient) => {
+            conn::mark_failed(
+                &state,
+                &user.id,
+                PROVIDER,
+                "cloud_e rejected the stored client credentials",
+            )
+            .await?;
+            return Err(cloud_e_error(CloudEError::InvalidClient));
+        }
+        Err(error) => return Err(cloud_e_error(error)),
+    };
+    stored["access_token"] = json!(token.access_token.expose());
+    stored["expires_at"] = json!(token.expires_at);
+    state.connections.resave(&user.id, PROVIDER, &stored).await?;
+    conn::tokens::merge_token_data(
+        &state.db,
+        &user.id,
+        PROVIDER.as_str(),
+        &json!({ "expires_at": token.expires_at }),
+    )
+    .await?;
+    Ok(Json(RefreshResponse {
+        success: true,
+        message: "cloud_e access token refreshed".into(),
+        expires_at: token.expires_at,
+    }))
+}
