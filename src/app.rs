@@ -79,6 +79,7 @@ impl Application {
                 config.ingest_lanes as usize,
                 config.ingest_batch_max_alerts as usize,
             )),
+            session_fanout: Arc::new(crate::ws::fanout::SessionFanout::new(&cache)),
             cache,
             db,
             websocket_addr,
@@ -108,6 +109,7 @@ impl Application {
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         tracing::info!(http = %self.http_addr(), websocket = %self.ws_addr(), "vigil listening");
         self.state.events.spawn_tails(&self.state.db, &shutdown);
+        tokio::spawn(self.state.session_fanout.clone().run(shutdown.clone()));
         if self.state.config.run_workers {
             tokio::spawn(run_worker(self.state.clone(), shutdown.clone()));
         }
@@ -151,5 +153,7 @@ pub async fn run_worker_process(config: Config, shutdown: CancellationToken) -> 
     })
     .await?;
     app.state.events.spawn_tails(&app.state.db, &shutdown);
+    // Incident chat replies written here reach the sockets that follow their sessions.
+    tokio::spawn(app.state.session_fanout.clone().run(shutdown.clone()));
     run_worker(app.state, shutdown).await
 }

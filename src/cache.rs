@@ -56,6 +56,10 @@ impl RedisHandle {
         })
     }
 
+    pub fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
     pub fn key(&self, suffix: &str) -> String {
         format!("{}:{suffix}", self.key_prefix)
     }

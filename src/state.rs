@@ -29,6 +29,8 @@ pub struct AppState {
     /// Where alert notifications are placed into incidents, in batches.
     pub ingest: Arc<IngestPipeline>,
     pub cache: Cache,
+    /// Reply messages for every socket that follows their session, on any instance.
+    pub session_fanout: Arc<crate::ws::fanout::SessionFanout>,
     pub rate_limiter: Arc<RateLimiter>,
     pub metrics: Arc<HttpMetrics>,
     pub passwords: PasswordHasher,

@@ -108,6 +108,7 @@ pub async fn answer(
         }
     };
     let sessions = state.events.chat_sessions.clone();
+    outbox.follow_session();
     // A session already in progress (an incident question the HTTP handler queued) is not
     // reopened first, which would flap its status to active and back.
     let reopen = earlier.status != "in_progress";

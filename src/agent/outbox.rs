@@ -1,9 +1,12 @@
 //! The bounded queue between a connection's workflows and its socket writer.
 
+use std::sync::Arc;
+
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
-use crate::ws::protocol::ServerMessage;
+use crate::ws::{fanout::SessionFanout, protocol::ServerMessage};
 
 /// Where a workflow puts what the client should see. Sending never waits: when the client reads
 /// too slowly for the queue, the connection is dropped (`overflowed` fires) instead of letting
@@ -12,6 +15,16 @@ use crate::ws::protocol::ServerMessage;
 pub struct Outbox {
     sender: mpsc::Sender<ServerMessage>,
     overflowed: CancellationToken,
+    relay: Option<Relay>,
+}
+
+/// Where a reply's messages go besides this outbox: the session's other followers.
+#[derive(Clone)]
+struct Relay {
+    fanout: Arc<SessionFanout>,
+    session: Uuid,
+    /// The connection this outbox belongs to, which has its copy already.
+    origin: Option<Uuid>,
 }
 
 impl Outbox {
@@ -20,11 +33,45 @@ impl Outbox {
         let outbox = Self {
             sender,
             overflowed: CancellationToken::new(),
+            relay: None,
         };
         (outbox, receiver)
     }
 
+    /// An outbox for one reply in `session`, whose messages also reach every other socket that
+    /// follows the session (`origin` is the asking connection, if a socket asked).
+    pub fn relaying(&self, fanout: Arc<SessionFanout>, session: Uuid, origin: Option<Uuid>) -> Self {
+        Self {
+            relay: Some(Relay {
+                fanout,
+                session,
+                origin,
+            }),
+            ..self.clone()
+        }
+    }
+
+    /// The asking connection follows the reply's session from now on: call it once the session is
+    /// known to be the asker's.
+    pub fn follow_session(&self) {
+        if let Some(Relay {
+            fanout,
+            session,
+            origin: Some(connection),
+        }) = &self.relay
+        {
+            let plain = Self {
+                relay: None,
+                ..self.clone()
+            };
+            fanout.follow(*session, *connection, &plain);
+        }
+    }
+
     pub fn send(&self, message: ServerMessage) {
+        if let Some(relay) = &self.relay {
+            relay.fanout.publish(relay.session, relay.origin, &message);
+        }
         if let Err(mpsc::error::TrySendError::Full(_)) = self.sender.try_send(message) {
             if !self.overflowed.is_cancelled() {
                 tracing::warn!("websocket client reads too slowly; dropping the connection");

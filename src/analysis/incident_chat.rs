@@ -48,9 +48,11 @@ impl JobHandler for IncidentChatHandler {
             ui_state: None,
             direct_tool_call: None,
         };
-        // Nobody listens: the answer is read from the session, and mutating commands are declined.
+        // No socket asked: the answer is read from the session (and streamed to sockets following
+        // it), and mutating commands are declined, as nobody is there to confirm them.
         let (outbox, listener) = Outbox::new(1);
         drop(listener);
+        let outbox = outbox.relaying(self.state.session_fanout.clone(), payload.session_id, None);
         let ending = agent::answer(
             self.state.clone(),
             query,

@@ -6,7 +6,7 @@
 //! messages get an `error` too and change nothing.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     time::{Duration, Instant},
 };
 
@@ -56,12 +56,16 @@ impl TokenBucket {
 }
 
 pub struct Connection {
+    /// Names this connection among the followers of a session.
+    id: Uuid,
     state: AppState,
     outbox: Outbox,
     user_id: Option<String>,
     bucket: TokenBucket,
     workflows: HashMap<Uuid, Workflow>,
     confirmations: Confirmations,
+    /// Sessions this connection has asked in: it sees their replies, whoever writes them.
+    followed: HashSet<Uuid>,
 }
 
 struct Workflow {
@@ -73,12 +77,14 @@ impl Connection {
     pub fn new(state: AppState, outbox: Outbox) -> Self {
         let bucket = TokenBucket::new(state.config.ws_messages_per_minute, Duration::from_secs(60));
         Self {
+            id: Uuid::new_v4(),
             state,
             outbox,
             user_id: None,
             bucket,
             workflows: HashMap::new(),
             confirmations: Default::default(),
+            followed: HashSet::new(),
         }
     }
 
@@ -167,17 +173,23 @@ impl Connection {
                 "BUSY",
             ));
         }
+        let outbox = self
+            .outbox
+            .relaying(self.state.session_fanout.clone(), session_id, Some(self.id));
         let cancel = CancellationToken::new();
         let task = tokio::spawn(agent::answer(
             self.state.clone(),
             query,
             session_id,
             None,
-            self.outbox.clone(),
+            outbox,
             self.confirmations.clone(),
             cancel.clone(),
         ));
         self.workflows.insert(session_id, Workflow { cancel, task });
+        // The answer makes the connection follow the session once it has checked that the
+        // session is this user's; it is forgotten when the connection closes.
+        self.followed.insert(session_id);
     }
 
     fn cancel(&mut self, session_id: &str) {
@@ -203,6 +215,9 @@ impl Connection {
     /// saved, unless the service is stopping (`stop_workflows`).
     pub fn close(&mut self, stop_workflows: bool) {
         self.confirmations.clear();
+        self.state
+            .session_fanout
+            .forget(self.id, std::mem::take(&mut self.followed));
         if stop_workflows {
             for workflow in self.workflows.values() {
                 workflow.cancel.cancel();

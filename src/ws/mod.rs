@@ -3,6 +3,7 @@
 //! feeds it real sockets.
 
 mod connection;
+pub mod fanout;
 pub mod protocol;
 
 use std::time::Duration;

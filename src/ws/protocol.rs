@@ -1,6 +1,8 @@
 //! Messages of the chat channel (spec Events): what clients send, parsed strictly enough to give a
 //! useful error, and the server's `{type, data, session_id?}` envelope.
 
+use std::borrow::Cow;
+
 use chrono::{SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -155,10 +157,10 @@ fn query_error(error: &serde_path_to_error::Error<serde_json::Error>) -> String 
 }
 
 /// The server envelope: `{type, data, session_id?}`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ServerMessage {
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: Cow<'static, str>,
     pub data: Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
@@ -167,7 +169,7 @@ pub struct ServerMessage {
 impl ServerMessage {
     fn new(kind: &'static str, data: Value, session_id: Option<&str>) -> Self {
         Self {
-            kind,
+            kind: Cow::Borrowed(kind),
             data,
             session_id: session_id.map(str::to_owned),
         }

@@ -26,7 +26,11 @@ struct Client {
 
 impl Client {
     async fn connect(app: &TestApp, user: &str) -> Self {
-        let (socket, _) = connect_async(format!("ws://{}/", app.ws_addr)).await.unwrap();
+        Self::connect_to(app.ws_addr, user).await
+    }
+
+    async fn connect_to(ws_addr: std::net::SocketAddr, user: &str) -> Self {
+        let (socket, _) = connect_async(format!("ws://{ws_addr}/")).await.unwrap();
         let mut client = Self {
             socket,
             user: user.to_owned(),
@@ -539,6 +543,70 @@ async fn cloud_commands_act_with_the_users_own_connected_credentials() {
         refused["data"]["status"], "error",
         "another user never acts with them: {refused}"
     );
+}
+
+#[tokio::test]
+async fn a_reply_reaches_the_sessions_sockets_on_other_instances() {
+    if std::env::var("REDIS_URL").is_err() {
+        eprintln!("REDIS_URL not set: the cross-instance fan-out needs Redis");
+        return;
+    }
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::text("Nothing is on fire."));
+    model.push(Reply::text(
+        "Checkout failed its health checks after the deploy. Roll it back first.",
+    ));
+    let first = app_with_model(&model, None).await;
+    let second = first.spawn_beside(|_| {}).await;
+    let user = first.new_user().await.id;
+    let session_id = new_session(&first, &user).await;
+    let mut asker = Client::connect(&first, &user).await;
+    let mut watcher = Client::connect_to(second.ws_addr, &user).await;
+
+    // Asking once in the session makes the second instance's socket follow it.
+    watcher.ask(&session_id, "Anything on fire?", json!({})).await;
+    watcher.until_end().await;
+
+    asker.ask(&session_id, "What about checkout?", json!({})).await;
+    let asked = asker.until_end().await;
+    let watched = watcher.until_end().await;
+    assert_eq!(
+        chunks(&asked).concat(),
+        "Checkout failed its health checks after the deploy. Roll it back first."
+    );
+    assert_eq!(
+        chunks(&watched),
+        chunks(&asked),
+        "the other instance's socket saw the same stream"
+    );
+    let complete = |messages: &[Value]| {
+        of_type(messages, "message")
+            .into_iter()
+            .find(|message| message["data"]["is_complete"] == true)
+            .cloned()
+    };
+    assert_eq!(complete(&watched), complete(&asked));
+    assert!(
+        watched.iter().all(|message| message["session_id"] == session_id),
+        "{watched:#?}"
+    );
+
+    let other = first.new_user().await.id;
+    let mut stranger = Client::connect_to(second.ws_addr, &other).await;
+    stranger.ask(&session_id, "Let me in", json!({})).await;
+    let refused = stranger.next().await;
+    assert_eq!(
+        refused["data"]["code"], "SESSION_NOT_FOUND",
+        "another user's session is refused: {refused}"
+    );
+    model.push(Reply::text("Still rolled back."));
+    asker.ask(&session_id, "And now?", json!({})).await;
+    asker.until_end().await;
+    tokio::time::sleep(Duration::from_millis(200)).await; // time for a leak to arrive
+    stranger.send(json!({ "type": "no-such-type" })).await;
+    let next = stranger.next().await;
+    assert_eq!(next["type"], "error", "the refused asker follows nothing: {next}");
+    assert!(next.get("session_id").is_none(), "{next}");
 }
 
 #[tokio::test]

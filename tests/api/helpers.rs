@@ -81,7 +81,32 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     }
 }
 
+/// Another instance of the service beside a [`TestApp`]: same database, same Redis and key prefix,
+/// its own ports (ARCHITECTURE.md, scale-out). Stopped when dropped.
+pub struct OtherInstance {
+    pub ws_addr: SocketAddr,
+    shutdown: CancellationToken,
+}
+
+impl Drop for OtherInstance {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
 impl TestApp {
+    pub async fn spawn_beside(&self, customize: impl FnOnce(&mut Config)) -> OtherInstance {
+        let mut config = (*self.state.config).clone();
+        customize(&mut config);
+        let app = Application::build_with_pool(config, self.db.clone())
+            .await
+            .expect("the second instance builds");
+        let ws_addr = app.ws_addr();
+        let shutdown = CancellationToken::new();
+        tokio::spawn(app.run_until_stopped(shutdown.clone()));
+        OtherInstance { ws_addr, shutdown }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
