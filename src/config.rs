@@ -354,7 +354,44 @@ pub struct ConnectionsConfig {
     #[arg(long, env = "CLOUD_E_API_BASE", default_value = "https://api.tailscale.com")]
     pub cloud_e_api_base: String,
 
-    /// Offer cloud_f (it is left out of every list while off).
+    /// Offer cloud_f (it is left out of every list, and its endpoints answer 404, while off).
     #[arg(long, env = "CLOUD_F_ENABLED", default_value_t = false, action = clap::ArgAction::Set)]
     pub cloud_f_enabled: bool,
+
+    /// OAuth client of cloud_f; with the flag on, the cloud_f endpoints answer 503 until it is set.
+    #[arg(long, env = "CLOUD_F_CLIENT_ID")]
+    pub cloud_f_client_id: Option<String>,
+
+    #[arg(long, env = "CLOUD_F_CLIENT_SECRET")]
+    pub cloud_f_client_secret: Option<Secret>,
+
+    /// cloud_f's authorization (consent) endpoint.
+    #[arg(
+        long,
+        env = "CLOUD_F_AUTH_URL",
+        default_value = "https://cloud-f.invalid/oauth2/authorize"
+    )]
+    pub cloud_f_auth_url: String,
+
+    #[arg(
+        long,
+        env = "CLOUD_F_TOKEN_URL",
+        default_value = "https://cloud-f.invalid/oauth2/token"
+    )]
+    pub cloud_f_token_url: String,
+
+    /// Base of cloud_f's OpenID Connect userinfo endpoint (`<base>/oauth2/v3/userinfo`).
+    #[arg(long, env = "CLOUD_F_API_BASE", default_value = "https://cloud-f.invalid")]
+    pub cloud_f_api_base: String,
+
+    #[arg(
+        long,
+        env = "CLOUD_F_REDIRECT_URL",
+        default_value = "http://localhost:5080/cloud_f/callback"
+    )]
+    pub cloud_f_redirect_url: String,
+
+    /// The custom scopes the consent screen asks for, comma-separated.
+    #[arg(long, env = "CLOUD_F_SCOPES", value_delimiter = ',', default_values_t = ["openid".to_owned(), "email".to_owned()])]
+    pub cloud_f_scopes: Vec<String>,
 }

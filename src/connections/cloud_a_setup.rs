@@ -47,17 +47,26 @@ pub async fn fresh_tokens(
     client: &CloudAClient,
     user_id: &str,
 ) -> Result<Option<(crate::connections::TokenRecord, CloudATokens)>, FreshError> {
+    fresh_oauth_tokens(state, client, Provider::CloudA, user_id).await
+}
+
+/// [`fresh_tokens`] of any provider connected by the authorization-code flow (cloud_a, cloud_f).
+pub async fn fresh_oauth_tokens(
+    state: &AppState,
+    client: &CloudAClient,
+    provider: Provider,
+    user_id: &str,
+) -> Result<Option<(crate::connections::TokenRecord, CloudATokens)>, FreshError> {
     let connectors = &state.connections;
     let Some((record, stored)) = connectors
-        .load(&state.db, user_id, Provider::CloudA)
+        .load(&state.db, user_id, provider)
         .await
         .map_err(FreshError::Store)?
     else {
         return Ok(None);
     };
-    let mut tokens: CloudATokens = serde_json::from_value(stored).map_err(|_| {
-        FreshError::Store(anyhow::anyhow!("stored cloud_a credentials have an unexpected shape").into())
-    })?;
+    let mut tokens: CloudATokens = serde_json::from_value(stored)
+        .map_err(|_| FreshError::Store(anyhow::anyhow!("stored OAuth credentials have an unexpected shape").into()))?;
     if client
         .fresh_access_token(&mut tokens, Utc::now())
         .await
@@ -66,7 +75,7 @@ pub async fn fresh_tokens(
     {
         let value = serde_json::to_value(&tokens).expect("tokens serialise");
         connectors
-            .resave(user_id, Provider::CloudA, &value)
+            .resave(user_id, provider, &value)
             .await
             .map_err(FreshError::Store)?;
     }

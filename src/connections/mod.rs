@@ -61,6 +61,10 @@ pub struct Connectors {
     pub scaleway: ScalewayClient,
     pub cloud_e: CloudEClient,
     pub cloud_f_enabled: bool,
+    /// `None` until the flag is on and the service's cloud_f OAuth client is configured.
+    pub cloud_f: Option<CloudAClient>,
+    /// cloud_f's own state key, so a state issued for one provider's callback fails at the other's.
+    pub cloud_f_state_signer: StateSigner,
 }
 
 impl Connectors {
@@ -119,6 +123,28 @@ impl Connectors {
             }
             _ => None,
         };
+        // cloud_f speaks the same authorization-code flow as cloud_a, with its own scopes.
+        let cloud_f = match (&settings.cloud_f_client_id, &settings.cloud_f_client_secret) {
+            (Some(id), Some(secret)) if settings.cloud_f_enabled && !id.is_empty() && !secret.is_empty() => {
+                let mut cloud_f = CloudAConfig::new(
+                    id.clone(),
+                    vigil_secrets::Secret::new(secret.expose().to_owned()),
+                    url(&settings.cloud_f_auth_url, "CLOUD_F_AUTH_URL")?,
+                    url(&settings.cloud_f_token_url, "CLOUD_F_TOKEN_URL")?,
+                    url(&settings.cloud_f_redirect_url, "CLOUD_F_REDIRECT_URL")?,
+                    url(&settings.cloud_f_api_base, "CLOUD_F_API_BASE")?,
+                );
+                cloud_f.scopes = settings
+                    .cloud_f_scopes
+                    .iter()
+                    .map(|scope| scope.trim().to_owned())
+                    .filter(|scope| !scope.is_empty())
+                    .collect();
+                cloud_f.timeout = timeout;
+                Some(CloudAClient::new(cloud_f)?)
+            }
+            _ => None,
+        };
         let sts = match (&settings.cloud_b_access_key_id, &settings.cloud_b_secret_access_key) {
             (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => Some(
                 StsClient::new(ServiceCredentials::new(
@@ -159,6 +185,11 @@ impl Connectors {
                 timeout,
             })?,
             cloud_f_enabled: settings.cloud_f_enabled,
+            cloud_f,
+            cloud_f_state_signer: StateSigner::new(vigil_secrets::Secret::new(derive(
+                &master,
+                "vigil cloud_f oauth state",
+            )))?,
         })
     }
 

@@ -49,22 +49,22 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct LoginRequest {
     /// Must be the authenticated user.
     #[serde(rename = "userId")]
-    user_id: String,
+    pub(super) user_id: String,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct LoginResponse {
     /// The consent-screen URL to send the user to; its `state` is signed, expires after 10
     /// minutes and can be used once.
-    login_url: String,
+    pub(super) login_url: String,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
 pub struct CallbackQuery {
-    code: Option<String>,
-    state: Option<String>,
-    /// Set by cloud_a instead of `code` when the user declined (`access_denied`).
-    error: Option<String>,
+    pub(super) code: Option<String>,
+    pub(super) state: Option<String>,
+    /// Set by the provider instead of `code` when the user declined (`access_denied`).
+    pub(super) error: Option<String>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -189,7 +189,7 @@ async fn callback_alias(state: State<AppState>, query: Query<CallbackQuery>) -> 
     callback(state, query).await
 }
 
-fn state_error(error: StateError) -> AppError {
+pub(super) fn state_error(error: StateError) -> AppError {
     let code = match error {
         StateError::Expired => "state_expired",
         StateError::Replayed => "state_replayed",
@@ -212,16 +212,34 @@ fn oauth_code(error: &CloudAError) -> &'static str {
 }
 
 fn frontend_error(state: &AppState, error: CloudAError) -> Result<Response, AppError> {
-    tracing::info!(code = oauth_code(&error), %error, "cloud_a sign-in failed");
-    frontend_redirect(state, &[("status", "error"), ("code", oauth_code(&error))])
+    oauth_failure_redirect(state, PROVIDER, error)
 }
 
 fn frontend_redirect(state: &AppState, pairs: &[(&str, &str)]) -> Result<Response, AppError> {
+    redirect_to_frontend(state, PROVIDER, pairs)
+}
+
+/// The browser's way back after an OAuth failure: `...&status=error&code=<code>`.
+pub(super) fn oauth_failure_redirect(
+    state: &AppState,
+    provider: Provider,
+    error: CloudAError,
+) -> Result<Response, AppError> {
+    tracing::info!(%provider, code = oauth_code(&error), %error, "OAuth sign-in failed");
+    redirect_to_frontend(state, provider, &[("status", "error"), ("code", oauth_code(&error))])
+}
+
+/// 303 to `<FRONTEND_URL>/connections?provider=<provider>&<pairs>`.
+pub(super) fn redirect_to_frontend(
+    state: &AppState,
+    provider: Provider,
+    pairs: &[(&str, &str)],
+) -> Result<Response, AppError> {
     let mut url = Url::parse(&state.config.frontend_url)
         .and_then(|base| base.join("connections"))
         .map_err(|error| AppError::Internal(anyhow::anyhow!("FRONTEND_URL: {error}")))?;
     url.query_pairs_mut()
-        .append_pair("provider", PROVIDER.as_str())
+        .append_pair("provider", provider.as_str())
         .extend_pairs(pairs);
     Ok(Redirect::to(url.as_str()).into_response())
 }
@@ -330,7 +348,7 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
             conn::mark_failed(&state, &user.id, PROVIDER, "the refresh token expired or was revoked").await?;
             return Ok(Json(disconnected(Some("reauthentication_required"))));
         }
-        Err(FreshError::OAuth(error)) => return Err(oauth_error(error)),
+        Err(FreshError::OAuth(error)) => return Err(oauth_error(PROVIDER, error)),
         Err(FreshError::Store(error)) => return Err(error),
     };
     let project_id = record.data_str("project_id").map(str::to_owned);
@@ -341,7 +359,7 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
                 conn::mark_failed(&state, &user.id, PROVIDER, "cloud_a rejected the access token").await?;
                 return Ok(Json(disconnected(Some("reauthentication_required"))));
             }
-            Err(error) => return Err(oauth_error(error)),
+            Err(error) => return Err(oauth_error(PROVIDER, error)),
         },
         None => false,
     };
@@ -354,7 +372,7 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
     }))
 }
 
-fn oauth_error(error: CloudAError) -> AppError {
+pub(super) fn oauth_error(provider: Provider, error: CloudAError) -> AppError {
     match error {
         CloudAError::InvalidClient | CloudAError::Config(_) => AppError::Refused {
             status: StatusCode::SERVICE_UNAVAILABLE,
@@ -366,7 +384,7 @@ fn oauth_error(error: CloudAError) -> AppError {
             code: "network_error",
             message: error.to_string(),
         },
-        other => provider_unavailable(PROVIDER, other),
+        other => provider_unavailable(provider, other),
     }
 }
 

@@ -7,6 +7,7 @@ mod cloud_b;
 mod cloud_c;
 mod cloud_d;
 mod cloud_e;
+mod cloud_f;
 mod connections;
 mod health;
 mod incident_chat;
@@ -105,6 +106,7 @@ pub fn router(state: AppState) -> Router {
         .merge(cloud_c::router())
         .merge(cloud_d::router())
         .merge(cloud_e::router())
+        .merge(cloud_f::router())
         .merge(health::router())
         .routes(routes!(metrics::metrics_handler))
         .routes(routes!(openapi_document))

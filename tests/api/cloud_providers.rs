@@ -730,3 +730,107 @@ async fn unconfigured_providers_answer_503() {
     let response = app.client.get(app.url("/cloud_c/status")).send().await.unwrap();
     assert_error(response, 401, "unauthorized").await;
 }
+
+/// The app with cloud_f switched on, its OAuth client pointed at the fake authorization server.
+async fn spawn_with_cloud_f() -> (TestApp, Fakes) {
+    let fakes = Fakes::start().await;
+    let app = spawn_app_with(|config| {
+        fakes.configure(config);
+        let settings = &mut config.connections;
+        settings.cloud_f_enabled = true;
+        settings.cloud_f_client_id = Some(CLOUD_A_CLIENT_ID.into());
+        settings.cloud_f_client_secret = Some(vigil::config::Secret::new(CLOUD_A_CLIENT_SECRET));
+        settings.cloud_f_auth_url = fakes.cloud_a.auth_url().to_string();
+        settings.cloud_f_token_url = fakes.cloud_a.token_url().to_string();
+        settings.cloud_f_api_base = fakes.cloud_a.url().to_string();
+        settings.cloud_f_scopes = vec!["openid".into(), "email".into(), "platform.read".into()];
+    })
+    .await;
+    (app, fakes)
+}
+
+#[tokio::test]
+async fn cloud_f_connects_by_oauth_with_its_own_scopes_and_state() {
+    let (app, fakes) = spawn_with_cloud_f().await;
+    let user = app.new_user().await.id;
+    let (status, body) = call(&app, &user, Method::GET, "/cloud_f/status", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["connected"], false);
+
+    let (status, body) = call(
+        &app,
+        &user,
+        Method::POST,
+        "/cloud_f/login",
+        Some(json!({ "userId": user })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let login_url = reqwest::Url::parse(body["login_url"].as_str().unwrap()).unwrap();
+    let scope = login_url
+        .query_pairs()
+        .find(|(name, _)| name == "scope")
+        .map(|(_, value)| value.into_owned())
+        .unwrap();
+    assert_eq!(scope, "openid email platform.read");
+    let state = state_of(login_url.as_str());
+
+    // A state issued for cloud_a is no good at cloud_f's callback.
+    let cloud_a_state = login_state(&app, &user).await;
+    fakes.cloud_a.register_code("f-code-1", "platform@example.com");
+    let response = browser()
+        .get(app.url("/cloud_f/callback"))
+        .query(&[("code", "f-code-1"), ("state", cloud_a_state.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_error(response, 400, "invalid_state").await;
+
+    let response = browser()
+        .get(app.url("/cloud_f/callback"))
+        .query(&[("code", "f-code-1"), ("state", state.as_str())])
+        .send()
+        .await
+        .unwrap();
+    let params = redirect_params(&response);
+    assert_eq!(param(&params, "provider"), Some("cloud_f"));
+    assert_eq!(param(&params, "status"), Some("connected"), "{params:?}");
+
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_f/status", None).await;
+    assert_eq!(body["connected"], true, "{body}");
+    assert_eq!(body["email"], "platform@example.com");
+    let (_, listed) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
+    let cloud_f: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|connection| connection["provider"] == "cloud_f")
+        .collect();
+    assert_eq!(cloud_f.len(), 1, "{listed}");
+    assert_eq!(cloud_f[0]["account_id"], "platform@example.com");
+    assert_eq!(cloud_f[0]["status"], "connected");
+
+    let (status, body) = call(&app, &user, Method::POST, "/cloud_f/disconnect", None).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_f/status", None).await;
+    assert_eq!(body["connected"], false, "{body}");
+}
+
+#[tokio::test]
+async fn cloud_f_is_absent_while_its_flag_is_off() {
+    let (app, _fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    let response = app
+        .send_as(&user, Method::POST, "/cloud_f/login", Some(&json!({ "userId": user })))
+        .await;
+    assert_error(response, 404, "not_found").await;
+    let response = app.send_as(&user, Method::GET, "/cloud_f/status", None).await;
+    assert_error(response, 404, "not_found").await;
+    let response = browser()
+        .get(app.url("/cloud_f/callback"))
+        .query(&[("code", "c"), ("state", "s")])
+        .send()
+        .await
+        .unwrap();
+    assert_error(response, 404, "not_found").await;
+}
