@@ -82,6 +82,7 @@ fn start_server(database_url: &str, model_url: &str) -> Server {
         .env("LLM_BASE_URL", model_url)
         .env("WS_MESSAGES_PER_MINUTE", "1000")
         .env("RATE_LIMIT_PER_MINUTE", "1000000")
+        .env("CHAT_RATE_LIMIT_PER_MINUTE", "1000000")
         .env("BCRYPT_COST", "4")
         .env("RUN_WORKERS", "false")
         .env("RUST_LOG", "warn")
@@ -211,7 +212,10 @@ async fn main() {
                 .json()
                 .await
                 .unwrap();
-            sessions.push(session["id"].as_str().unwrap().to_owned());
+            let id = session["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("session not created: {session}"));
+            sessions.push(id.to_owned());
         }
         let rss_before = rss_kib(pid);
         let mut sockets = Vec::with_capacity(count);

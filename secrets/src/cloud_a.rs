@@ -14,6 +14,7 @@ use oauth2::{
 };
 use reqwest::StatusCode;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde_json::{json, Value};
 use url::Url;
 
 use crate::Secret;
@@ -158,6 +159,11 @@ pub struct CloudAClient {
 }
 
 #[derive(Deserialize)]
+struct ServiceAccount {
+    email: String,
+}
+
+#[derive(Deserialize)]
 struct UserInfo {
     email: Option<String>,
 }
@@ -291,6 +297,92 @@ impl CloudAClient {
         Ok(info.billing_enabled)
     }
 
+    /// Enables `services` (`compute.googleapis.com`, ...) on the project (Service Usage
+    /// `services:batchEnable`). Enabling an enabled service changes nothing.
+    pub async fn enable_services(
+        &self,
+        access_token: &Secret<String>,
+        project_id: &str,
+        services: &[&str],
+    ) -> Result<(), CloudAError> {
+        let url = self.api_url(&["v1", "projects", project_id, "services:batchEnable"]);
+        let _: Value = self
+            .post_json(
+                url,
+                access_token,
+                &json!({ "serviceIds": services }),
+                "service enablement",
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Creates the service account `account_id` in the project, or finds it when an earlier
+    /// attempt created it; returns its e-mail.
+    pub async fn ensure_service_account(
+        &self,
+        access_token: &Secret<String>,
+        project_id: &str,
+        account_id: &str,
+        display_name: &str,
+    ) -> Result<String, CloudAError> {
+        let url = self.api_url(&["v1", "projects", project_id, "serviceAccounts"]);
+        let body = json!({ "accountId": account_id, "serviceAccount": { "displayName": display_name } });
+        match self
+            .post_json::<ServiceAccount>(url, access_token, &body, "service account")
+            .await
+        {
+            Ok(account) => Ok(account.email),
+            Err(CloudAError::Api(409)) => {
+                let email = format!("{account_id}@{project_id}.iam.gserviceaccount.com");
+                let url = self.api_url(&["v1", "projects", project_id, "serviceAccounts", &email]);
+                let account: ServiceAccount = self.get_json(url, access_token, "service account").await?;
+                Ok(account.email)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Grants `role` to `member` on the project: reads the IAM policy and writes it back with the
+    /// binding added (the policy's `etag` makes a concurrent change fail instead of being lost).
+    pub async fn grant_project_role(
+        &self,
+        access_token: &Secret<String>,
+        project_id: &str,
+        role: &str,
+        member: &str,
+    ) -> Result<(), CloudAError> {
+        let resource = format!("{project_id}:getIamPolicy");
+        let url = self.api_url(&["v1", "projects", &resource]);
+        let mut policy: Value = self.post_json(url, access_token, &json!({}), "IAM policy").await?;
+        let bindings = policy
+            .as_object_mut()
+            .ok_or(CloudAError::UnexpectedResponse("IAM policy"))?
+            .entry("bindings")
+            .or_insert_with(|| json!([]));
+        let bindings = bindings
+            .as_array_mut()
+            .ok_or(CloudAError::UnexpectedResponse("IAM policy"))?;
+        match bindings.iter_mut().find(|binding| binding["role"] == role) {
+            Some(binding) => {
+                let members = binding["members"]
+                    .as_array_mut()
+                    .ok_or(CloudAError::UnexpectedResponse("IAM policy"))?;
+                if members.iter().any(|m| m == member) {
+                    return Ok(());
+                }
+                members.push(json!(member));
+            }
+            None => bindings.push(json!({ "role": role, "members": [member] })),
+        }
+        let resource = format!("{project_id}:setIamPolicy");
+        let url = self.api_url(&["v1", "projects", &resource]);
+        let _: Value = self
+            .post_json(url, access_token, &json!({ "policy": policy }), "IAM policy update")
+            .await?;
+        Ok(())
+    }
+
     async fn user_email(&self, access_token: &Secret<String>) -> Result<Option<String>, CloudAError> {
         let url = self.api_url(&["oauth2", "v3", "userinfo"]);
         let info: UserInfo = self.get_json(url, access_token, "userinfo endpoint").await?;
@@ -306,6 +398,24 @@ impl CloudAClient {
         url
     }
 
+    async fn post_json<T: DeserializeOwned>(
+        &self,
+        url: Url,
+        access_token: &Secret<String>,
+        body: &Value,
+        what: &'static str,
+    ) -> Result<T, CloudAError> {
+        let response = self
+            .http
+            .post(url)
+            .bearer_auth(access_token.expose())
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| CloudAError::Network(Box::new(e)))?;
+        Self::read_json(response, what).await
+    }
+
     async fn get_json<T: DeserializeOwned>(
         &self,
         url: Url,
@@ -319,6 +429,10 @@ impl CloudAClient {
             .send()
             .await
             .map_err(|e| CloudAError::Network(Box::new(e)))?;
+        Self::read_json(response, what).await
+    }
+
+    async fn read_json<T: DeserializeOwned>(response: reqwest::Response, what: &'static str) -> Result<T, CloudAError> {
         match response.status() {
             StatusCode::UNAUTHORIZED => Err(CloudAError::Unauthorized),
             status if !status.is_success() => Err(CloudAError::Api(status.as_u16())),

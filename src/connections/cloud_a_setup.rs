@@ -31,6 +31,20 @@ pub const STEPS: [&str; TOTAL_STEPS as usize] = [
     "Completing setup",
 ];
 
+/// The APIs the agent reads through, enabled on the connected project (step 2).
+pub const REQUIRED_SERVICES: [&str; 5] = [
+    "cloudresourcemanager.googleapis.com",
+    "compute.googleapis.com",
+    "container.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+];
+/// The service account the agent acts as in the connected project (step 3), and its role there
+/// (step 4): read-only, as the agent changes infrastructure only with the user's own credentials
+/// and confirmation.
+pub const AGENT_SERVICE_ACCOUNT: &str = "vigil-agent";
+pub const AGENT_ROLE: &str = "roles/viewer";
+
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SetupPayload {
     pub user_id: String,
@@ -147,9 +161,32 @@ impl JobHandler for CloudASetupHandler {
             connection_command(state, &user_id, &project.project_id, command).await?;
         }
 
-        for step in 2..=4 {
-            progress(step).await?;
-        }
+        let token = &tokens.access_token;
+        progress(2).await?;
+        client
+            .enable_services(token, &first.project_id, &REQUIRED_SERVICES)
+            .await
+            .map_err(setup_failure)?;
+        progress(3).await?;
+        let service_account = client
+            .ensure_service_account(
+                token,
+                &first.project_id,
+                AGENT_SERVICE_ACCOUNT,
+                "vigil agent (read-only)",
+            )
+            .await
+            .map_err(setup_failure)?;
+        progress(4).await?;
+        client
+            .grant_project_role(
+                token,
+                &first.project_id,
+                AGENT_ROLE,
+                &format!("serviceAccount:{service_account}"),
+            )
+            .await
+            .map_err(setup_failure)?;
 
         progress(5).await?;
         let has_billing = client
@@ -163,6 +200,7 @@ impl JobHandler for CloudASetupHandler {
             "project_name": first.name,
             "projects": projects.iter().map(|p| &p.project_id).collect::<Vec<_>>(),
             "has_billing": has_billing,
+            "service_account": service_account,
         });
         crate::connections::tokens::merge_token_data(&state.db, &user_id, Provider::CloudA.as_str(), &metadata).await?;
 
@@ -201,8 +239,13 @@ async fn connection_command(
         .map_err(|error| JobFailure::retryable(format!("recording the connection: {error}")))
 }
 
+/// Network trouble, a server error, throttling or a concurrent IAM change (409) may pass on a
+/// retry; any other refusal (403: the user may not enable APIs, say) will not.
 fn setup_failure(error: CloudAError) -> JobFailure {
     match error {
+        CloudAError::Api(status) if (400..500).contains(&status) && status != 409 && status != 429 => {
+            JobFailure::permanent(error)
+        }
         CloudAError::Network(_) | CloudAError::Api(_) | CloudAError::UnexpectedResponse(_) => {
             JobFailure::retryable(error)
         }

@@ -233,6 +233,25 @@ async fn cloud_a_sign_in_runs_the_setup_and_connects_every_project() {
     assert_eq!(setup["progress"], 100);
     assert_eq!(setup["total_steps"], 7);
 
+    // Steps 2-4 on the connected project: APIs enabled, the agent's service account created and
+    // granted a read-only role beside the existing bindings.
+    let (services, accounts, bindings) = fakes.cloud_a.project_setup("alpha-project").unwrap();
+    assert!(services.contains(&"compute.googleapis.com".to_owned()), "{services:?}");
+    assert!(
+        services.contains(&"monitoring.googleapis.com".to_owned()),
+        "{services:?}"
+    );
+    let agent = "vigil-agent@alpha-project.iam.gserviceaccount.com";
+    assert_eq!(accounts, [agent]);
+    assert!(
+        bindings.contains(&("roles/viewer".to_owned(), vec![format!("serviceAccount:{agent}")])),
+        "{bindings:?}"
+    );
+    assert!(
+        bindings.contains(&("roles/owner".to_owned(), vec!["user:owner@example.com".to_owned()])),
+        "{bindings:?}"
+    );
+
     let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
     let connected: Vec<(&str, &str)> = connections
         .as_array()

@@ -1,4 +1,5 @@
-//! A cloud_a OAuth 2.0 token endpoint (`/token`), userinfo, projects and billing info.
+//! A cloud_a OAuth 2.0 token endpoint (`/token`), userinfo, projects and billing info, and the
+//! setup calls: service enablement, service accounts and the project IAM policy.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,6 +50,11 @@ struct FakeProject {
     id: String,
     name: String,
     billing_enabled: bool,
+    enabled_services: Vec<String>,
+    service_accounts: Vec<String>,
+    /// `(role, members)`.
+    bindings: Vec<(String, Vec<String>)>,
+    etag: u64,
 }
 
 type Shared = Arc<Mutex<CloudAState>>;
@@ -71,6 +77,11 @@ impl FakeCloudA {
             .route("/oauth2/v3/userinfo", get(userinfo))
             .route("/v1/projects", get(projects))
             .route("/v1/projects/{id}/billingInfo", get(billing_info))
+            .route("/v1/projects/{id}/services:batchEnable", post(batch_enable))
+            .route("/v1/projects/{id}/serviceAccounts", post(create_service_account))
+            .route("/v1/projects/{id}/serviceAccounts/{email}", get(service_account))
+            // `{project}:getIamPolicy` and `{project}:setIamPolicy`: one segment, split here.
+            .route("/v1/projects/{target}", post(iam_policy))
             .with_state(state.clone());
         Self {
             server: FakeServer::start(router).await,
@@ -107,6 +118,10 @@ impl FakeCloudA {
             id: id.to_owned(),
             name: name.to_owned(),
             billing_enabled,
+            enabled_services: Vec::new(),
+            service_accounts: Vec::new(),
+            bindings: vec![("roles/owner".to_owned(), vec!["user:owner@example.com".to_owned()])],
+            etag: 1,
         });
     }
 
@@ -115,6 +130,17 @@ impl FakeCloudA {
         if let Some(grant) = self.lock().refresh_tokens.get_mut(refresh_token) {
             grant.revoked = true;
         }
+    }
+
+    /// The services enabled on a project, its service accounts' e-mails, and its IAM bindings.
+    pub fn project_setup(&self, id: &str) -> Option<(Vec<String>, Vec<String>, Vec<(String, Vec<String>)>)> {
+        let state = self.lock();
+        let project = state.projects.iter().find(|p| p.id == id)?;
+        Some((
+            project.enabled_services.clone(),
+            project.service_accounts.clone(),
+            project.bindings.clone(),
+        ))
     }
 
     pub fn requests(&self) -> Vec<RecordedRequest> {
@@ -268,5 +294,161 @@ async fn billing_info(State(state): State<Shared>, headers: HeaderMap, Path(id):
             StatusCode::NOT_FOUND,
             json!({ "error": { "code": 404, "message": "Project not found.", "status": "NOT_FOUND" } }),
         ),
+    }
+}
+
+fn not_found(what: &str) -> Response {
+    json_response(
+        StatusCode::NOT_FOUND,
+        json!({ "error": { "code": 404, "message": format!("{what} not found."), "status": "NOT_FOUND" } }),
+    )
+}
+
+fn bad_request(message: &str) -> Response {
+    json_response(
+        StatusCode::BAD_REQUEST,
+        json!({ "error": { "code": 400, "message": message, "status": "INVALID_ARGUMENT" } }),
+    )
+}
+
+async fn batch_enable(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let mut state = state.lock().expect("cloud_a lock");
+    if state.user(&headers).is_none() {
+        return unauthenticated();
+    }
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return bad_request("Invalid JSON payload.");
+    };
+    let Some(services) = request["serviceIds"].as_array() else {
+        return bad_request("serviceIds is required.");
+    };
+    let Some(project) = state.projects.iter_mut().find(|p| p.id == id) else {
+        return not_found("Project");
+    };
+    for service in services.iter().filter_map(Value::as_str) {
+        if !project.enabled_services.iter().any(|s| s == service) {
+            project.enabled_services.push(service.to_owned());
+        }
+    }
+    json_response(
+        StatusCode::OK,
+        json!({ "name": format!("operations/acat.{id}"), "done": true, "response": {} }),
+    )
+}
+
+async fn create_service_account(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let mut state = state.lock().expect("cloud_a lock");
+    if state.user(&headers).is_none() {
+        return unauthenticated();
+    }
+    let Some(account_id) = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|request| request["accountId"].as_str().map(str::to_owned))
+    else {
+        return bad_request("accountId is required.");
+    };
+    let Some(project) = state.projects.iter_mut().find(|p| p.id == id) else {
+        return not_found("Project");
+    };
+    let email = format!("{account_id}@{id}.iam.gserviceaccount.com");
+    if project.service_accounts.contains(&email) {
+        return json_response(
+            StatusCode::CONFLICT,
+            json!({ "error": { "code": 409, "message": format!("Service account {account_id} already exists within project projects/{id}."), "status": "ALREADY_EXISTS" } }),
+        );
+    }
+    project.service_accounts.push(email.clone());
+    json_response(
+        StatusCode::OK,
+        json!({ "name": format!("projects/{id}/serviceAccounts/{email}"), "projectId": id, "email": email }),
+    )
+}
+
+async fn service_account(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path((id, email)): Path<(String, String)>,
+) -> Response {
+    let state = state.lock().expect("cloud_a lock");
+    if state.user(&headers).is_none() {
+        return unauthenticated();
+    }
+    match state.projects.iter().find(|p| p.id == id) {
+        Some(project) if project.service_accounts.contains(&email) => json_response(
+            StatusCode::OK,
+            json!({ "name": format!("projects/{id}/serviceAccounts/{email}"), "projectId": id, "email": email }),
+        ),
+        _ => not_found("Service account"),
+    }
+}
+
+async fn iam_policy(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(target): Path<String>,
+    body: Bytes,
+) -> Response {
+    let mut state = state.lock().expect("cloud_a lock");
+    if state.user(&headers).is_none() {
+        return unauthenticated();
+    }
+    let Some((id, method)) = target.split_once(':') else {
+        return not_found("Method");
+    };
+    let Some(project) = state.projects.iter_mut().find(|p| p.id == id) else {
+        return not_found("Project");
+    };
+    let policy = |project: &FakeProject| {
+        json!({
+            "version": 1,
+            "etag": format!("BwX{}", project.etag),
+            "bindings": project.bindings.iter()
+                .map(|(role, members)| json!({ "role": role, "members": members }))
+                .collect::<Vec<_>>(),
+        })
+    };
+    match method {
+        "getIamPolicy" => json_response(StatusCode::OK, policy(project)),
+        "setIamPolicy" => {
+            let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+                return bad_request("Invalid JSON payload.");
+            };
+            let new = &request["policy"];
+            if new["etag"] != json!(format!("BwX{}", project.etag)) {
+                return json_response(
+                    StatusCode::CONFLICT,
+                    json!({ "error": { "code": 409, "message": "There were concurrent policy changes.", "status": "ABORTED" } }),
+                );
+            }
+            let Some(bindings) = new["bindings"].as_array() else {
+                return bad_request("policy.bindings is required.");
+            };
+            project.bindings = bindings
+                .iter()
+                .filter_map(|binding| {
+                    let role = binding["role"].as_str()?.to_owned();
+                    let members = binding["members"]
+                        .as_array()?
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect();
+                    Some((role, members))
+                })
+                .collect();
+            project.etag += 1;
+            json_response(StatusCode::OK, policy(project))
+        }
+        _ => not_found("Method"),
     }
 }
