@@ -235,7 +235,8 @@ async fn cloud_a_sign_in_runs_the_setup_and_connects_every_project() {
 
     // Steps 2-4 on the connected project: APIs enabled, the agent's service account created and
     // granted a read-only role beside the existing bindings.
-    let (services, accounts, bindings) = fakes.cloud_a.project_setup("alpha-project").unwrap();
+    let setup = fakes.cloud_a.project_setup("alpha-project").unwrap();
+    let (services, accounts, bindings) = (setup.enabled_services, setup.service_accounts, setup.bindings);
     assert!(services.contains(&"compute.googleapis.com".to_owned()), "{services:?}");
     assert!(
         services.contains(&"monitoring.googleapis.com".to_owned()),

@@ -59,6 +59,15 @@ struct FakeProject {
 
 type Shared = Arc<Mutex<CloudAState>>;
 
+/// A project's enabled services, its service accounts' e-mails and its IAM bindings.
+#[derive(Debug, Clone)]
+pub struct ProjectSetup {
+    pub enabled_services: Vec<String>,
+    pub service_accounts: Vec<String>,
+    /// `(role, members)`.
+    pub bindings: Vec<(String, Vec<String>)>,
+}
+
 impl FakeCloudA {
     /// Accepts the OAuth client `client_id` / `client_secret`; access tokens live 3600 s.
     pub async fn start(client_id: &str, client_secret: &str) -> Self {
@@ -132,15 +141,15 @@ impl FakeCloudA {
         }
     }
 
-    /// The services enabled on a project, its service accounts' e-mails, and its IAM bindings.
-    pub fn project_setup(&self, id: &str) -> Option<(Vec<String>, Vec<String>, Vec<(String, Vec<String>)>)> {
+    /// What the setup calls left on a project.
+    pub fn project_setup(&self, id: &str) -> Option<ProjectSetup> {
         let state = self.lock();
         let project = state.projects.iter().find(|p| p.id == id)?;
-        Some((
-            project.enabled_services.clone(),
-            project.service_accounts.clone(),
-            project.bindings.clone(),
-        ))
+        Some(ProjectSetup {
+            enabled_services: project.enabled_services.clone(),
+            service_accounts: project.service_accounts.clone(),
+            bindings: project.bindings.clone(),
+        })
     }
 
     pub fn requests(&self) -> Vec<RecordedRequest> {
