@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use vigil_aggregates::chat_session::{
-    ChatSessionCommand, ChatSessionError, Message, Sender, ToolCall as StoredToolCall,
+    ChatSessionCommand, ChatSessionError, Message, Sender, ToolCall as StoredToolCall, TurnOutcome,
 };
 use vigil_llm::{ChatMessage, ChatRequest, ContentPart, LlmError, SentenceChunker, StreamEvent};
 
@@ -109,10 +109,7 @@ pub async fn answer(
     };
     let sessions = state.events.chat_sessions.clone();
     outbox.follow_session();
-    // A session already in progress (an incident question the HTTP handler queued) is not
-    // reopened first, which would flap its status to active and back.
-    let reopen = earlier.status != "in_progress";
-    let history = match begin_turn(&state, &query, session_id, &earlier.messages, reopen, &accepted).await {
+    let history = match begin_turn(&state, &query, session_id, &earlier.messages, &accepted).await {
         Ok(history) => history,
         Err(error) => {
             tracing::error!(%error, session = %sid, "chat turn could not start");
@@ -172,35 +169,24 @@ pub async fn answer(
     let now = Utc::now();
     let actor = Actor::User(&user_id);
     let (text, tool_calls) = (std::mem::take(&mut turn.text), std::mem::take(&mut turn.tool_calls));
-    if !text.is_empty() || !tool_calls.is_empty() {
+    let message = (!text.is_empty() || !tool_calls.is_empty()).then(|| {
         let mut message = Message::assistant(text);
         message.timestamp = Some(now.to_rfc3339());
         message.tool_calls = (!tool_calls.is_empty()).then_some(tool_calls);
-        let append = ChatSessionCommand::AppendMessage {
-            user_id: user_id.clone(),
-            message,
-            at: now,
-        };
-        if let Err(error) = execute(&sessions, &sid, append, actor.clone()).await {
-            tracing::error!(%error, session = %sid, "assistant message not saved");
-        }
-    }
-    let status = match ending {
-        Ending::Complete => ChatSessionCommand::Complete {
-            user_id: user_id.clone(),
-            at: now,
+        message
+    });
+    let finish = ChatSessionCommand::FinishTurn {
+        user_id: user_id.clone(),
+        message,
+        outcome: match ending {
+            Ending::Complete => TurnOutcome::Completed,
+            Ending::Cancelled => TurnOutcome::Cancelled,
+            Ending::Failed => TurnOutcome::Failed,
         },
-        Ending::Cancelled => ChatSessionCommand::Cancel {
-            user_id: user_id.clone(),
-            at: now,
-        },
-        Ending::Failed => ChatSessionCommand::Reactivate {
-            user_id: user_id.clone(),
-            at: now,
-        },
+        at: now,
     };
-    if let Err(error) = execute(&sessions, &sid, status, actor).await {
-        tracing::error!(%error, session = %sid, "session status not saved");
+    if let Err(error) = execute(&sessions, &sid, finish, actor).await {
+        tracing::error!(%error, session = %sid, "the turn's answer and status were not saved");
     }
     if state.model.is_some() {
         outbox.send(ServerMessage::usage_info(&sid, session_cost(&state, &sid).await));
@@ -209,50 +195,33 @@ pub async fn answer(
     ending
 }
 
-/// Saves the user's message (and UI state), reopens a closed session, marks it in progress, and
-/// returns the conversation so far for the model.
+/// Saves the user's message (and UI state), reopening a closed session and marking it in
+/// progress, and returns the conversation so far for the model.
 async fn begin_turn(
     state: &AppState,
     query: &ChatQuery,
     session_id: Uuid,
     earlier: &[Message],
-    reopen: bool,
     accepted: &[attachments::Accepted],
 ) -> Result<Vec<ChatMessage>, AggregateError<ChatSessionError>> {
-    let sessions = &state.events.chat_sessions;
-    let sid = &session_id.to_string();
-    let actor = Actor::User(&query.user_id);
-    let user_id = query.user_id.clone();
     let now = Utc::now();
-    let mut commands = Vec::new();
-    if reopen {
-        commands.push(ChatSessionCommand::Reactivate {
-            user_id: user_id.clone(),
-            at: now,
-        });
-    }
-    if let Some(ui_state) = &query.ui_state {
-        commands.push(ChatSessionCommand::Update {
-            user_id: user_id.clone(),
-            title: None,
-            messages: None,
-            ui_state: Some(ui_state.clone()),
-            at: now,
-        });
-    }
     let mut message = Message::user(query.query.clone());
     message.timestamp = Some(now.to_rfc3339());
     let images = attachments::image_entries(accepted);
     message.images = (!images.is_empty()).then_some(images);
-    commands.push(ChatSessionCommand::AppendMessage {
-        user_id: user_id.clone(),
+    let begin = ChatSessionCommand::BeginTurn {
+        user_id: query.user_id.clone(),
         message,
+        ui_state: query.ui_state.clone(),
         at: now,
-    });
-    commands.push(ChatSessionCommand::MarkInProgress { user_id, at: now });
-    for command in commands {
-        execute(sessions, sid, command, actor.clone()).await?;
-    }
+    };
+    execute(
+        &state.events.chat_sessions,
+        &session_id.to_string(),
+        begin,
+        Actor::User(&query.user_id),
+    )
+    .await?;
     let skip = earlier.len().saturating_sub(CONTEXT_MESSAGES);
     Ok(earlier
         .iter()

@@ -89,6 +89,33 @@ pub enum ChatSessionCommand {
         user_id: String,
         at: DateTime<Utc>,
     },
+    /// A chat turn starts, as one decision: the session is reopened if it was closed, takes the
+    /// client's UI state (as `Update` would), appends the user's message and is in progress.
+    BeginTurn {
+        user_id: String,
+        message: Message,
+        ui_state: Option<Map<String, Value>>,
+        at: DateTime<Utc>,
+    },
+    /// A chat turn ends: the assistant's message, when anything was written, is appended and the
+    /// session takes the turn's outcome.
+    FinishTurn {
+        user_id: String,
+        message: Option<Message>,
+        outcome: TurnOutcome,
+        at: DateTime<Utc>,
+    },
+}
+
+/// How a chat turn ended, and so the session's status after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// `completed` (spec); a new message reopens the session.
+    Completed,
+    /// `cancelled` by the user.
+    Cancelled,
+    /// Back to `active`: the turn failed, the conversation can go on.
+    Failed,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -294,6 +321,49 @@ impl ChatSession {
             C::Delete { user_id, at } => {
                 self.owned_by(&user_id)?;
                 Ok(vec![E::ChatSessionDeleted { at }])
+            }
+            C::BeginTurn {
+                user_id,
+                message,
+                ui_state,
+                at,
+            } => {
+                let session = self.owned_by(&user_id)?;
+                let mut events = Vec::new();
+                if let Some(ui_state) = ui_state {
+                    if session.title == DEFAULT_TITLE {
+                        let title = generate_title(&session.messages);
+                        if title != session.title {
+                            events.push(E::TitleChanged { title, at });
+                        }
+                    }
+                    events.push(E::UiStateChanged { ui_state, at });
+                }
+                events.push(E::MessageAppended { message, at });
+                events.extend(session.set_status(SessionStatus::InProgress, at));
+                Ok(events)
+            }
+            C::FinishTurn {
+                user_id,
+                message,
+                outcome,
+                at,
+            } => {
+                let session = self.owned_by(&user_id)?;
+                let mut events: Vec<_> = message
+                    .map(|message| E::MessageAppended { message, at })
+                    .into_iter()
+                    .collect();
+                let status = match outcome {
+                    TurnOutcome::Completed => SessionStatus::Completed,
+                    TurnOutcome::Cancelled => SessionStatus::Cancelled,
+                    TurnOutcome::Failed => SessionStatus::Active,
+                };
+                // A cancel that raced the turn's end wins; the written message is kept all the same.
+                if session.status != SessionStatus::Cancelled || status == SessionStatus::Cancelled {
+                    events.extend(session.set_status(status, at));
+                }
+                Ok(events)
             }
         }
     }

@@ -334,3 +334,123 @@ fn messages_keep_fields_the_spec_does_not_name() {
     assert_eq!(message.extra.get("id"), Some(&json!("client-42")));
     assert_eq!(serde_json::to_value(&message).unwrap(), raw);
 }
+
+fn begin_turn(message: &Message, ui_state: Option<Value>) -> ChatSessionCommand {
+    ChatSessionCommand::BeginTurn {
+        user_id: OWNER.into(),
+        message: message.clone(),
+        ui_state: ui_state.map(ui),
+        at: at(8),
+    }
+}
+
+fn finish_turn(message: Option<&Message>, outcome: TurnOutcome) -> ChatSessionCommand {
+    ChatSessionCommand::FinishTurn {
+        user_id: OWNER.into(),
+        message: message.cloned(),
+        outcome,
+        at: at(9),
+    }
+}
+
+#[test]
+fn a_turn_begins_with_the_message_and_in_progress_reopening_a_closed_session() {
+    let question = Message::user("Why is checkout down?");
+    let in_progress = ChatSessionEvent::StatusChanged {
+        status: SessionStatus::InProgress,
+        at: at(8),
+    };
+    for before in [
+        SessionStatus::Completed,
+        SessionStatus::Cancelled,
+        SessionStatus::Active,
+    ] {
+        Given::with(())
+            .given(vec![created("t", vec![]), status(before)])
+            .when(begin_turn(&question, None))
+            .then_expect_events(vec![
+                ChatSessionEvent::MessageAppended {
+                    message: question.clone(),
+                    at: at(8),
+                },
+                in_progress.clone(),
+            ]);
+    }
+    // Already in progress (an incident question queued over HTTP): no status flap.
+    Given::with(())
+        .given(vec![created("t", vec![]), status(SessionStatus::InProgress)])
+        .when(begin_turn(&question, None))
+        .then_expect_events(vec![ChatSessionEvent::MessageAppended {
+            message: question.clone(),
+            at: at(8),
+        }]);
+}
+
+#[test]
+fn a_turn_saves_the_ui_state_and_titles_a_new_chat_from_its_messages() {
+    let first = Message::user("Disk full on db-1");
+    let question = Message::user("And now?");
+    Given::with(())
+        .given(vec![created(DEFAULT_TITLE, vec![first.clone()])])
+        .when(begin_turn(&question, Some(json!({ "tab": "logs" }))))
+        .then_expect_events(vec![
+            ChatSessionEvent::TitleChanged {
+                title: generate_title(&[first]),
+                at: at(8),
+            },
+            ChatSessionEvent::UiStateChanged {
+                ui_state: ui(json!({ "tab": "logs" })),
+                at: at(8),
+            },
+            ChatSessionEvent::MessageAppended {
+                message: question,
+                at: at(8),
+            },
+            ChatSessionEvent::StatusChanged {
+                status: SessionStatus::InProgress,
+                at: at(8),
+            },
+        ]);
+}
+
+#[test]
+fn a_turn_ends_with_the_answer_and_its_outcome() {
+    let answer = Message::assistant("Roll back the release.");
+    let appended = ChatSessionEvent::MessageAppended {
+        message: answer.clone(),
+        at: at(9),
+    };
+    let became = |status| ChatSessionEvent::StatusChanged { status, at: at(9) };
+    for (outcome, status) in [
+        (TurnOutcome::Completed, SessionStatus::Completed),
+        (TurnOutcome::Cancelled, SessionStatus::Cancelled),
+        (TurnOutcome::Failed, SessionStatus::Active),
+    ] {
+        Given::with(())
+            .given(vec![created("t", vec![]), self::status(SessionStatus::InProgress)])
+            .when(finish_turn(Some(&answer), outcome))
+            .then_expect_events(vec![appended.clone(), became(status)]);
+    }
+    Given::with(())
+        .given(vec![created("t", vec![]), self::status(SessionStatus::InProgress)])
+        .when(finish_turn(None, TurnOutcome::Failed))
+        .then_expect_events(vec![became(SessionStatus::Active)]);
+    // A session cancelled meanwhile stays cancelled; what was written is kept.
+    Given::with(())
+        .given(vec![created("t", vec![]), self::status(SessionStatus::Cancelled)])
+        .when(finish_turn(Some(&answer), TurnOutcome::Completed))
+        .then_expect_events(vec![appended]);
+}
+
+#[test]
+fn turns_in_another_users_session_are_not_found() {
+    Given::with(())
+        .given(vec![created("t", vec![])])
+        .when(ChatSessionCommand::BeginTurn {
+            user_id: "someone-else".into(),
+            message: Message::user("hi"),
+            ui_state: None,
+            at: at(8),
+        })
+        .then_expect_error(ChatSessionError::NotFound);
+}
