@@ -1,6 +1,9 @@
 //! The bounded queue between a connection's workflows and its socket writer.
 
-use std::sync::Arc;
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +19,9 @@ pub struct Outbox {
     sender: mpsc::Sender<ServerMessage>,
     overflowed: CancellationToken,
     relay: Option<Relay>,
+    /// Sessions in which this connection's own reply is being written: other replies' messages
+    /// for them are not interleaved into it (a late END of the previous reply, say).
+    answering: Arc<Mutex<HashSet<Uuid>>>,
 }
 
 /// Where a reply's messages go besides this outbox: the session's other followers.
@@ -34,8 +40,25 @@ impl Outbox {
             sender,
             overflowed: CancellationToken::new(),
             relay: None,
+            answering: Arc::default(),
         };
         (outbox, receiver)
+    }
+
+    /// Marks this connection's own reply in `session` as running until the guard drops.
+    pub fn answering(&self, session: Uuid) -> AnsweringGuard {
+        self.answering.lock().expect("not poisoned").insert(session);
+        AnsweringGuard {
+            answering: self.answering.clone(),
+            session,
+        }
+    }
+
+    /// A message of another connection's (or instance's) reply in `session`.
+    pub fn send_relayed(&self, session: Uuid, message: ServerMessage) {
+        if !self.answering.lock().expect("not poisoned").contains(&session) {
+            self.send(message);
+        }
     }
 
     /// An outbox for one reply in `session`, whose messages also reach every other socket that
@@ -88,6 +111,17 @@ impl Outbox {
     /// Fires once a message could not be queued.
     pub fn overflowed(&self) -> &CancellationToken {
         &self.overflowed
+    }
+}
+
+pub struct AnsweringGuard {
+    answering: Arc<Mutex<HashSet<Uuid>>>,
+    session: Uuid,
+}
+
+impl Drop for AnsweringGuard {
+    fn drop(&mut self) {
+        self.answering.lock().expect("not poisoned").remove(&self.session);
     }
 }
 

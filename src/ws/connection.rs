@@ -177,7 +177,8 @@ impl Connection {
             .outbox
             .relaying(self.state.session_fanout.clone(), session_id, Some(self.id));
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(agent::answer(
+        let answering = self.outbox.answering(session_id);
+        let reply = agent::answer(
             self.state.clone(),
             query,
             session_id,
@@ -185,7 +186,11 @@ impl Connection {
             outbox,
             self.confirmations.clone(),
             cancel.clone(),
-        ));
+        );
+        let task = tokio::spawn(async move {
+            let _answering = answering;
+            reply.await
+        });
         self.workflows.insert(session_id, Workflow { cancel, task });
         // The answer makes the connection follow the session once it has checked that the
         // session is this user's; it is forgotten when the connection closes.

@@ -121,7 +121,7 @@ impl SessionFanout {
         if let Some(followers) = self.followers.get(&session) {
             for (connection, outbox) in followers.iter() {
                 if Some(*connection) != except {
-                    outbox.send(message.clone());
+                    outbox.send_relayed(session, message.clone());
                 }
             }
         }

@@ -53,13 +53,21 @@ async fn handle_socket(
     shutdown: CancellationToken,
 ) -> Result<(), tungstenite::Error> {
     stream.set_nodelay(true).ok();
-    let socket = tokio::time::timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::accept_async(stream))
-        .await
-        .map_err(|_| tungstenite::Error::ConnectionClosed)??;
+    // Chat frames are small: a 4 KiB read buffer per socket instead of tungstenite's eager 128 KiB
+    // (long messages still arrive whole; the buffer grows for them).
+    let config = tungstenite::protocol::WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
+    let socket = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        tokio_tungstenite::accept_async_with_config(stream, Some(config)),
+    )
+    .await
+    .map_err(|_| tungstenite::Error::ConnectionClosed)??;
     let (sink, stream) = socket.split();
     run_connection(sink, stream, state, shutdown).await
 }
 
+/// Each socket's read buffer, allocated up front.
+const READ_BUFFER_BYTES: usize = 4 * 1024;
 /// Messages a client may have queued before it counts as too slow and is dropped.
 const OUTBOUND_QUEUE: usize = 1024;
 /// How long one frame may take to be written before the client counts as gone.

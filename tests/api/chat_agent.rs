@@ -572,7 +572,8 @@ async fn a_reply_reaches_the_sessions_sockets_on_other_instances() {
     let watched = watcher.until_end().await;
     assert_eq!(
         chunks(&asked).concat(),
-        "Checkout failed its health checks after the deploy. Roll it back first."
+        "Checkout failed its health checks after the deploy. Roll it back first.",
+        "{asked:#?}"
     );
     assert_eq!(
         chunks(&watched),
