@@ -3,7 +3,9 @@
 //! feature-hashing one, which needs no model and gives the same vector on every machine.
 
 use sqlx::{PgExecutor, PgPool};
+use uuid::Uuid;
 use vigil_aggregates::correlation::{cosine, Embedder, HashedNgramEmbedder};
+use vigil_projections::incidents::{find_incidents, IncidentRow};
 
 pub const INCIDENT: &str = "incident";
 
@@ -74,5 +76,29 @@ impl VectorStore {
         neighbors.sort_by(|a, b| b.similarity.total_cmp(&a.similarity));
         neighbors.truncate(limit);
         Ok(neighbors)
+    }
+
+    /// The user's incidents whose titles are nearest `text`, most similar first, with their
+    /// similarity (read in one query; incidents gone from the read table are left out).
+    pub async fn nearest_incidents(
+        &self,
+        db: &PgPool,
+        user_id: &str,
+        text: &str,
+        limit: usize,
+    ) -> sqlx::Result<Vec<(IncidentRow, f32)>> {
+        let neighbors: Vec<(Uuid, f32)> = self
+            .nearest(db, user_id, INCIDENT, text, limit)
+            .await?
+            .into_iter()
+            .filter_map(|neighbor| Some((neighbor.owner_id.parse().ok()?, neighbor.similarity)))
+            .collect();
+        let ids: Vec<Uuid> = neighbors.iter().map(|&(id, _)| id).collect();
+        let mut rows = find_incidents(db, user_id, &ids).await?.into_iter().peekable();
+        // Both lists are in similarity order, the rows a subsequence of the neighbours.
+        Ok(neighbors
+            .into_iter()
+            .filter_map(|(id, similarity)| rows.next_if(|row| row.id == id).map(|row| (row, similarity)))
+            .collect())
     }
 }

@@ -47,6 +47,10 @@ pub async fn environment(
     let not_connected =
         || format!("{program} acts with a {provider} connection, and none is connected: connect one first");
     let unavailable = |error: &dyn std::fmt::Display| format!("the {provider} credentials are unavailable: {error}");
+    let stored = || async {
+        let found = state.connections.load(&state.db, user_id, provider).await;
+        Ok::<Value, String>(found.map_err(|error| unavailable(&error))?.ok_or_else(not_connected)?.1)
+    };
     match provider {
         Provider::CloudA => {
             let client = state.connections.cloud_a.as_ref().ok_or_else(not_connected)?;
@@ -95,12 +99,7 @@ pub async fn environment(
             ])
         }
         Provider::CloudC => {
-            let (_, stored) = state
-                .connections
-                .load(&state.db, user_id, provider)
-                .await
-                .map_err(|error| unavailable(&error))?
-                .ok_or_else(not_connected)?;
+            let stored = stored().await?;
             let principal = match (access, stored.get("read_only_credentials")) {
                 (Access::ReadOnly, Some(read_only)) if read_only.is_object() => read_only,
                 _ => &stored,
@@ -113,12 +112,7 @@ pub async fn environment(
             ])
         }
         Provider::CloudD => {
-            let (_, stored) = state
-                .connections
-                .load(&state.db, user_id, provider)
-                .await
-                .map_err(|error| unavailable(&error))?
-                .ok_or_else(not_connected)?;
+            let stored = stored().await?;
             Ok(vec![
                 ("SCW_ACCESS_KEY", text(&stored, "access_key")),
                 ("SCW_SECRET_KEY", text(&stored, "secret_key")),

@@ -14,7 +14,7 @@ use super::{
     cli::{self, CliConfig, CommandKind},
     credentials::{self, Access},
 };
-use crate::{analysis::rca::similarity_of, state::AppState, vector_store};
+use crate::state::AppState;
 
 /// Most rows a listing tool returns, so one answer cannot flood the model's context.
 const MAX_ROWS: i64 = 20;
@@ -197,21 +197,14 @@ impl Tool {
                     text: String,
                 }
                 let input: Input = self.input(input)?;
-                let neighbors: Vec<(Uuid, f32)> = state
+                let similar: Vec<Value> = state
                     .vectors
-                    .nearest(db, user_id, vector_store::INCIDENT, &input.text, 5)
-                    .await?
-                    .into_iter()
-                    .filter_map(|neighbor| Some((neighbor.owner_id.parse::<Uuid>().ok()?, neighbor.similarity)))
-                    .collect();
-                let ids: Vec<Uuid> = neighbors.iter().map(|&(id, _)| id).collect();
-                let similar: Vec<Value> = read::find_incidents(db, user_id, &ids)
+                    .nearest_incidents(db, user_id, &input.text, 5)
                     .await?
                     .iter()
-                    .map(|incident| {
+                    .map(|(incident, similarity)| {
                         let mut entry = incident_json(incident, false);
-                        let similarity = similarity_of(&neighbors, incident.id);
-                        entry["similarity"] = json!((f64::from(similarity) * 100.0).round() / 100.0);
+                        entry["similarity"] = json!((f64::from(*similarity) * 100.0).round() / 100.0);
                         entry
                     })
                     .collect();

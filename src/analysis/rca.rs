@@ -28,7 +28,6 @@ use crate::{
     event_store::{execute, Actor},
     jobs::{JobContext, JobFailure, JobHandler, NewJob},
     state::AppState,
-    vector_store,
 };
 
 pub const RCA_JOB: &str = "rca";
@@ -297,21 +296,15 @@ impl RcaHandler {
             })
             .collect();
         let title = incident.alert_title.clone().unwrap_or_default();
-        let neighbors: Vec<(Uuid, f32)> = self
+        let similar = self
             .state
             .vectors
-            .nearest(db, &incident.user_id, vector_store::INCIDENT, &title, 5)
+            .nearest_incidents(db, &incident.user_id, &title, 5)
             .await?
             .into_iter()
-            .filter_map(|neighbor| Some((neighbor.owner_id.parse::<Uuid>().ok()?, neighbor.similarity)))
-            .filter(|&(id, similarity)| id != incident.id && similarity >= 0.5)
-            .collect();
-        let ids: Vec<Uuid> = neighbors.iter().map(|&(id, _)| id).collect();
-        let similar = read::find_incidents(db, &incident.user_id, &ids)
-            .await?
-            .into_iter()
-            .map(|past| PastIncident {
-                similarity: similarity_of(&neighbors, past.id),
+            .filter(|(past, similarity)| past.id != incident.id && *similarity >= 0.5)
+            .map(|(past, similarity)| PastIncident {
+                similarity,
                 title: past.alert_title.unwrap_or_default(),
                 status: past.status,
                 summary: past.aurora_summary,
@@ -445,12 +438,4 @@ async fn model_summary(
     }
     tracing::warn!(incident_id = %payload.incident_id, "the model kept calling tools; the built-in summary stands");
     None
-}
-
-/// The similarity the vector store gave `id` (the neighbours are few, so a scan is cheapest).
-pub(crate) fn similarity_of(neighbors: &[(Uuid, f32)], id: Uuid) -> f32 {
-    neighbors
-        .iter()
-        .find(|(neighbor, _)| *neighbor == id)
-        .map_or(0.0, |&(_, similarity)| similarity)
 }

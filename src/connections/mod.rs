@@ -108,42 +108,44 @@ impl Connectors {
             None => CredentialCache::in_process(ttl),
         };
 
-        let cloud_a = match (&settings.cloud_a_client_id, &settings.cloud_a_client_secret) {
-            (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => {
-                let mut cloud_a = CloudAConfig::new(
-                    id.clone(),
-                    vigil_secrets::Secret::new(secret.expose().to_owned()),
-                    url(&settings.cloud_a_auth_url, "CLOUD_A_AUTH_URL")?,
-                    url(&settings.cloud_a_token_url, "CLOUD_A_TOKEN_URL")?,
-                    url(&settings.cloud_a_redirect_url, "CLOUD_A_REDIRECT_URL")?,
-                    url(&settings.cloud_a_api_base, "CLOUD_A_API_BASE")?,
-                );
-                cloud_a.timeout = timeout;
-                Some(CloudAClient::new(cloud_a)?)
-            }
-            _ => None,
-        };
+        let cloud_a = oauth_config(
+            &settings.cloud_a_client_id,
+            &settings.cloud_a_client_secret,
+            [
+                (&settings.cloud_a_auth_url, "CLOUD_A_AUTH_URL"),
+                (&settings.cloud_a_token_url, "CLOUD_A_TOKEN_URL"),
+                (&settings.cloud_a_redirect_url, "CLOUD_A_REDIRECT_URL"),
+                (&settings.cloud_a_api_base, "CLOUD_A_API_BASE"),
+            ],
+            timeout,
+        )?
+        .map(CloudAClient::new)
+        .transpose()?;
         // cloud_f speaks the same authorization-code flow as cloud_a, with its own scopes.
-        let cloud_f = match (&settings.cloud_f_client_id, &settings.cloud_f_client_secret) {
-            (Some(id), Some(secret)) if settings.cloud_f_enabled && !id.is_empty() && !secret.is_empty() => {
-                let mut cloud_f = CloudAConfig::new(
-                    id.clone(),
-                    vigil_secrets::Secret::new(secret.expose().to_owned()),
-                    url(&settings.cloud_f_auth_url, "CLOUD_F_AUTH_URL")?,
-                    url(&settings.cloud_f_token_url, "CLOUD_F_TOKEN_URL")?,
-                    url(&settings.cloud_f_redirect_url, "CLOUD_F_REDIRECT_URL")?,
-                    url(&settings.cloud_f_api_base, "CLOUD_F_API_BASE")?,
-                );
+        let cloud_f = if settings.cloud_f_enabled {
+            oauth_config(
+                &settings.cloud_f_client_id,
+                &settings.cloud_f_client_secret,
+                [
+                    (&settings.cloud_f_auth_url, "CLOUD_F_AUTH_URL"),
+                    (&settings.cloud_f_token_url, "CLOUD_F_TOKEN_URL"),
+                    (&settings.cloud_f_redirect_url, "CLOUD_F_REDIRECT_URL"),
+                    (&settings.cloud_f_api_base, "CLOUD_F_API_BASE"),
+                ],
+                timeout,
+            )?
+            .map(|mut cloud_f| {
                 cloud_f.scopes = settings
                     .cloud_f_scopes
                     .iter()
                     .map(|scope| scope.trim().to_owned())
                     .filter(|scope| !scope.is_empty())
                     .collect();
-                cloud_f.timeout = timeout;
-                Some(CloudAClient::new(cloud_f)?)
-            }
-            _ => None,
+                CloudAClient::new(cloud_f)
+            })
+            .transpose()?
+        } else {
+            None
         };
         let sts = match (&settings.cloud_b_access_key_id, &settings.cloud_b_secret_access_key) {
             (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => Some(
@@ -260,6 +262,33 @@ impl Connectors {
         tokens::delete(db, user_id, provider.as_str()).await?;
         Ok(true)
     }
+}
+
+/// A provider's authorization-code client settings, or `None` until the service's client id and
+/// secret are set. `urls`: authorization, token, redirect and API base, each with its variable.
+fn oauth_config(
+    client_id: &Option<String>,
+    client_secret: &Option<crate::config::Secret>,
+    urls: [(&str, &str); 4],
+    timeout: Duration,
+) -> anyhow::Result<Option<CloudAConfig>> {
+    let (Some(id), Some(secret)) = (client_id, client_secret) else {
+        return Ok(None);
+    };
+    if id.is_empty() || secret.is_empty() {
+        return Ok(None);
+    }
+    let [auth, token, redirect, api_base] = urls.map(|(value, name)| url(value, name));
+    let mut config = CloudAConfig::new(
+        id.clone(),
+        vigil_secrets::Secret::new(secret.expose().to_owned()),
+        auth?,
+        token?,
+        redirect?,
+        api_base?,
+    );
+    config.timeout = timeout;
+    Ok(Some(config))
 }
 
 fn url(value: &str, name: &str) -> anyhow::Result<Url> {

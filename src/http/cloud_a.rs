@@ -15,8 +15,8 @@ use serde_json::json;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use vigil_aggregates::connection::Provider;
 use vigil_secrets::{
-    cloud_a::{CloudAClient, CloudAError},
-    StateError,
+    cloud_a::{CloudAClient, CloudAError, CloudATokens},
+    StateError, StateSigner,
 };
 
 use crate::{
@@ -142,29 +142,12 @@ async fn login_alias(
 #[utoipa::path(get, path = "/cloud_a/callback", tag = "cloud connections", params(CallbackQuery),
     responses((status = 303, description = "to the frontend"), (status = 400, body = ErrorBody)))]
 async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQuery>) -> Result<Response, AppError> {
-    let oauth_state = query
-        .state
-        .as_deref()
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| AppError::bad_request("invalid_state", "the OAuth state is missing"))?;
     let connectors = &state.connections;
-    let claims = connectors
-        .state_signer
-        .verify_once(oauth_state, Utc::now(), &connectors.nonces)
-        .await
-        .map_err(state_error)?;
-    let user_id = claims.user_id;
-    if let Some(error) = query.error.as_deref() {
-        return frontend_error(&state, CloudAError::from_callback(error));
-    }
-    let Some(code) = query.code.as_deref().filter(|c| !c.is_empty()) else {
-        return frontend_redirect(&state, &[("status", "error"), ("code", "missing_code")]);
-    };
-    let client = client(&state)?;
-    let tokens = match client.exchange_code(code).await {
-        Ok(tokens) => tokens,
-        Err(error) => return frontend_error(&state, error),
-    };
+    let (user_id, tokens) =
+        match exchange_callback(&state, PROVIDER, client(&state), &connectors.state_signer, &query).await? {
+            Callback::Exchanged { user_id, tokens } => (user_id, tokens),
+            Callback::Refused(redirect) => return Ok(redirect),
+        };
     let fields = TokenFields {
         email: tokens.email.clone(),
         token_data: Some(json!({})),
@@ -179,7 +162,57 @@ async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQue
         .await
         .map_err(|error| AppError::Internal(error.into()))?
         .id();
-    frontend_redirect(&state, &[("status", "pending"), ("task_id", &task_id.to_string())])
+    redirect_to_frontend(
+        &state,
+        PROVIDER,
+        &[("status", "pending"), ("task_id", &task_id.to_string())],
+    )
+}
+
+/// How an authorization-code callback went, once its state proved genuine.
+pub(super) enum Callback {
+    Exchanged {
+        user_id: String,
+        tokens: CloudATokens,
+    },
+    /// The provider refused, or sent no code: the browser goes back to the frontend with a code.
+    Refused(Response),
+}
+
+/// The part of an authorization-code callback cloud_a and cloud_f share: the state is checked
+/// against `signer` (400 when missing, forged, expired or reused), then the code is exchanged
+/// with `client` (an error of its own, such as not configured, only once the state is good).
+pub(super) async fn exchange_callback(
+    state: &AppState,
+    provider: Provider,
+    client: Result<&CloudAClient, AppError>,
+    signer: &StateSigner,
+    query: &CallbackQuery,
+) -> Result<Callback, AppError> {
+    let oauth_state = query
+        .state
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| AppError::bad_request("invalid_state", "the OAuth state is missing"))?;
+    let claims = signer
+        .verify_once(oauth_state, Utc::now(), &state.connections.nonces)
+        .await
+        .map_err(state_error)?;
+    let refused = |error| oauth_failure_redirect(state, provider, error).map(Callback::Refused);
+    if let Some(error) = query.error.as_deref() {
+        return refused(CloudAError::from_callback(error));
+    }
+    let Some(code) = query.code.as_deref().filter(|c| !c.is_empty()) else {
+        return redirect_to_frontend(state, provider, &[("status", "error"), ("code", "missing_code")])
+            .map(Callback::Refused);
+    };
+    match client?.exchange_code(code).await {
+        Ok(tokens) => Ok(Callback::Exchanged {
+            user_id: claims.user_id,
+            tokens,
+        }),
+        Err(error) => refused(error),
+    }
 }
 
 /// Same as `GET /cloud_a/callback`.
@@ -189,7 +222,7 @@ async fn callback_alias(state: State<AppState>, query: Query<CallbackQuery>) -> 
     callback(state, query).await
 }
 
-pub(super) fn state_error(error: StateError) -> AppError {
+fn state_error(error: StateError) -> AppError {
     let code = match error {
         StateError::Expired => "state_expired",
         StateError::Replayed => "state_replayed",
@@ -211,20 +244,8 @@ fn oauth_code(error: &CloudAError) -> &'static str {
     }
 }
 
-fn frontend_error(state: &AppState, error: CloudAError) -> Result<Response, AppError> {
-    oauth_failure_redirect(state, PROVIDER, error)
-}
-
-fn frontend_redirect(state: &AppState, pairs: &[(&str, &str)]) -> Result<Response, AppError> {
-    redirect_to_frontend(state, PROVIDER, pairs)
-}
-
 /// The browser's way back after an OAuth failure: `...&status=error&code=<code>`.
-pub(super) fn oauth_failure_redirect(
-    state: &AppState,
-    provider: Provider,
-    error: CloudAError,
-) -> Result<Response, AppError> {
+fn oauth_failure_redirect(state: &AppState, provider: Provider, error: CloudAError) -> Result<Response, AppError> {
     tracing::info!(%provider, code = oauth_code(&error), %error, "OAuth sign-in failed");
     redirect_to_frontend(state, provider, &[("status", "error"), ("code", oauth_code(&error))])
 }
@@ -393,14 +414,20 @@ pub(super) fn oauth_error(provider: Provider, error: CloudAError) -> AppError {
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SuccessMessage), (status = 401, body = ErrorBody)))]
 async fn force_disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Json<SuccessMessage>, AppError> {
-    let had_any = conn::disconnect_provider(&state, &user.id, PROVIDER).await?;
-    let message = if had_any {
-        "cloud_a disconnected; its stored credentials were deleted"
+    disconnect_deleting(&state, &user.id, PROVIDER, "credentials").await
+}
+
+/// A provider's own disconnect: the connections end and the stored `what` is deleted.
+pub(super) async fn disconnect_deleting(
+    state: &AppState,
+    user_id: &str,
+    provider: Provider,
+    what: &str,
+) -> Result<Json<SuccessMessage>, AppError> {
+    let message = if conn::disconnect_provider(state, user_id, provider).await? {
+        format!("{provider} disconnected; its stored {what} were deleted")
     } else {
-        "cloud_a was not connected"
+        format!("{provider} was not connected")
     };
-    Ok(Json(SuccessMessage {
-        success: true,
-        message: message.into(),
-    }))
+    Ok(Json(SuccessMessage { success: true, message }))
 }

@@ -12,7 +12,7 @@ use crate::{
     connections::{self as conn, provider_unavailable, TokenFields},
     error::{AppError, ErrorBody},
     extract::JsonBody,
-    http::cloud_a::SuccessMessage,
+    http::cloud_a::{disconnect_deleting, SuccessMessage},
     state::AppState,
 };
 
@@ -213,15 +213,7 @@ async fn projects(State(state): State<AppState>, user: AuthUser) -> Result<Json<
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SuccessMessage), (status = 401, body = ErrorBody)))]
 async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Json<SuccessMessage>, AppError> {
-    let had_any = conn::disconnect_provider(&state, &user.id, PROVIDER).await?;
-    Ok(Json(SuccessMessage {
-        success: true,
-        message: if had_any {
-            "cloud_d disconnected; its stored keys were deleted".into()
-        } else {
-            "cloud_d was not connected".into()
-        },
-    }))
+    disconnect_deleting(&state, &user.id, PROVIDER, "keys").await
 }
 
 /// Whether the stored keys still work (a live call).

@@ -17,7 +17,7 @@ use crate::{
     connections::{self as conn, provider_unavailable, TokenFields},
     error::{AppError, ErrorBody},
     extract::JsonBody,
-    http::cloud_a::SuccessMessage,
+    http::cloud_a::{disconnect_deleting, SuccessMessage},
     state::AppState,
 };
 
@@ -211,15 +211,7 @@ async fn ssh_setup_info(State(state): State<AppState>, user: AuthUser) -> Result
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SuccessMessage), (status = 401, body = ErrorBody)))]
 async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Json<SuccessMessage>, AppError> {
-    let had_any = conn::disconnect_provider(&state, &user.id, PROVIDER).await?;
-    Ok(Json(SuccessMessage {
-        success: true,
-        message: if had_any {
-            "cloud_e disconnected; its stored credentials and keys were deleted".into()
-        } else {
-            "cloud_e was not connected".into()
-        },
-    }))
+    disconnect_deleting(&state, &user.id, PROVIDER, "credentials and keys").await
 }
 
 /// Whether cloud_e is connected, with its network.

@@ -12,8 +12,8 @@ use vigil_aggregates::connection::Provider;
 use vigil_secrets::cloud_a::{CloudAClient, CloudAError};
 
 use super::cloud_a::{
-    oauth_error, oauth_failure_redirect, redirect_to_frontend, state_error, CallbackQuery, LoginRequest, LoginResponse,
-    SuccessMessage,
+    disconnect_deleting, exchange_callback, oauth_error, redirect_to_frontend, Callback, CallbackQuery, LoginRequest,
+    LoginResponse, SuccessMessage,
 };
 use crate::{
     auth::AuthUser,
@@ -93,27 +93,10 @@ async fn login(
         (status = 404, description = "cloud_f is not enabled", body = ErrorBody)))]
 async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQuery>) -> Result<Response, AppError> {
     let client = client(&state)?;
-    let oauth_state = query
-        .state
-        .as_deref()
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| AppError::bad_request("invalid_state", "the OAuth state is missing"))?;
-    let connectors = &state.connections;
-    let claims = connectors
-        .cloud_f_state_signer
-        .verify_once(oauth_state, Utc::now(), &connectors.nonces)
-        .await
-        .map_err(state_error)?;
-    let user_id = claims.user_id;
-    if let Some(error) = query.error.as_deref() {
-        return oauth_failure_redirect(&state, PROVIDER, CloudAError::from_callback(error));
-    }
-    let Some(code) = query.code.as_deref().filter(|c| !c.is_empty()) else {
-        return redirect_to_frontend(&state, PROVIDER, &[("status", "error"), ("code", "missing_code")]);
-    };
-    let tokens = match client.exchange_code(code).await {
-        Ok(tokens) => tokens,
-        Err(error) => return oauth_failure_redirect(&state, PROVIDER, error),
+    let signer = &state.connections.cloud_f_state_signer;
+    let (user_id, tokens) = match exchange_callback(&state, PROVIDER, Ok(client), signer, &query).await? {
+        Callback::Exchanged { user_id, tokens } => (user_id, tokens),
+        Callback::Refused(redirect) => return Ok(redirect),
     };
     let fields = TokenFields {
         email: tokens.email.clone(),
@@ -121,7 +104,8 @@ async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQue
         ..Default::default()
     };
     let credentials = serde_json::to_value(&tokens).expect("tokens serialise");
-    let reference = connectors
+    let reference = state
+        .connections
         .save(&state.db, &user_id, PROVIDER, &credentials, &fields)
         .await?;
     let account = tokens.email.clone().unwrap_or_else(|| DEFAULT_ACCOUNT.to_owned());
@@ -174,14 +158,5 @@ async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Jso
     if !state.connections.offers(PROVIDER) {
         return Err(AppError::NotFound("cloud_f is not enabled on this server".into()));
     }
-    let had_any = conn::disconnect_provider(&state, &user.id, PROVIDER).await?;
-    let message = if had_any {
-        "cloud_f disconnected; its stored credentials were deleted"
-    } else {
-        "cloud_f was not connected"
-    };
-    Ok(Json(SuccessMessage {
-        success: true,
-        message: message.into(),
-    }))
+    disconnect_deleting(&state, &user.id, PROVIDER, "credentials").await
 }

@@ -17,7 +17,10 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::protocol::ServerMessage;
-use crate::{agent::Outbox, cache::Cache};
+use crate::{
+    agent::Outbox,
+    cache::{Cache, RedisHandle},
+};
 
 /// Messages waiting to be published; a burst beyond this is dropped for other instances (their
 /// sockets see a gap; the session itself, saved through the aggregate, is complete).
@@ -30,7 +33,8 @@ pub struct SessionFanout {
 }
 
 struct RedisRelay {
-    client: redis::Client,
+    /// The cache's Redis: its reconnecting connection publishes, its client subscribes.
+    redis: RedisHandle,
     channel_prefix: String,
     outgoing: mpsc::Sender<(String, String)>,
     /// The live subscription's command half, while connected.
@@ -53,7 +57,7 @@ impl SessionFanout {
             Cache::Redis(handle) => {
                 let (outgoing, pending) = mpsc::channel(PUBLISH_QUEUE);
                 Some(RedisRelay {
-                    client: handle.client().clone(),
+                    redis: handle.clone(),
                     channel_prefix: handle.key("session"),
                     outgoing,
                     subscriptions: Mutex::new(None),
@@ -161,26 +165,17 @@ impl SessionFanout {
         let Some(mut pending) = redis.pending.lock().expect("not poisoned").take() else {
             return; // already running
         };
-        let publisher = {
-            let client = redis.client.clone();
-            async move {
-                let mut connection = None;
-                while let Some((channel, payload)) = pending.recv().await {
-                    if connection.is_none() {
-                        connection = client.get_multiplexed_async_connection().await.ok();
-                    }
-                    let Some(live) = connection.as_mut() else {
-                        continue; // Redis is away: other instances miss this message
-                    };
-                    let published: redis::RedisResult<i64> = redis::cmd("PUBLISH")
-                        .arg(&channel)
-                        .arg(&payload)
-                        .query_async(live)
-                        .await;
-                    if published.is_err() {
-                        connection = None;
-                    }
-                }
+        let publisher = async {
+            while let Some((channel, payload)) = pending.recv().await {
+                // Redis away: other instances miss this message (the session itself is saved).
+                let Ok(mut connection) = redis.redis.connection().await else {
+                    continue;
+                };
+                let _: redis::RedisResult<i64> = redis::cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg(&payload)
+                    .query_async(&mut connection)
+                    .await;
             }
         };
         tokio::select! {
@@ -192,7 +187,7 @@ impl SessionFanout {
 
     async fn subscribe_loop(&self, redis: &RedisRelay) {
         loop {
-            match redis.client.get_async_pubsub().await {
+            match redis.redis.client().get_async_pubsub().await {
                 Ok(pubsub) => {
                     let (mut sink, mut stream) = pubsub.split();
                     let followed: Vec<Uuid> = self.followers.iter().map(|entry| *entry.key()).collect();

@@ -181,10 +181,19 @@ impl CloudAState {
     }
 }
 
-fn unauthenticated() -> Response {
+/// The API's error body: `{"error": {"code", "message", "status"}}`.
+fn api_error(code: StatusCode, status: &str, message: impl Into<String>) -> Response {
     json_response(
+        code,
+        json!({ "error": { "code": code.as_u16(), "message": message.into(), "status": status } }),
+    )
+}
+
+fn unauthenticated() -> Response {
+    api_error(
         StatusCode::UNAUTHORIZED,
-        json!({ "error": { "code": 401, "message": "Request had invalid authentication credentials.", "status": "UNAUTHENTICATED" } }),
+        "UNAUTHENTICATED",
+        "Request had invalid authentication credentials.",
     )
 }
 
@@ -299,25 +308,16 @@ async fn billing_info(State(state): State<Shared>, headers: HeaderMap, Path(id):
                 "billingEnabled": project.billing_enabled,
             }),
         ),
-        None => json_response(
-            StatusCode::NOT_FOUND,
-            json!({ "error": { "code": 404, "message": "Project not found.", "status": "NOT_FOUND" } }),
-        ),
+        None => not_found("Project"),
     }
 }
 
 fn not_found(what: &str) -> Response {
-    json_response(
-        StatusCode::NOT_FOUND,
-        json!({ "error": { "code": 404, "message": format!("{what} not found."), "status": "NOT_FOUND" } }),
-    )
+    api_error(StatusCode::NOT_FOUND, "NOT_FOUND", format!("{what} not found."))
 }
 
 fn bad_request(message: &str) -> Response {
-    json_response(
-        StatusCode::BAD_REQUEST,
-        json!({ "error": { "code": 400, "message": message, "status": "INVALID_ARGUMENT" } }),
-    )
+    api_error(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", message)
 }
 
 async fn batch_enable(
@@ -371,9 +371,10 @@ async fn create_service_account(
     };
     let email = format!("{account_id}@{id}.iam.gserviceaccount.com");
     if project.service_accounts.contains(&email) {
-        return json_response(
+        return api_error(
             StatusCode::CONFLICT,
-            json!({ "error": { "code": 409, "message": format!("Service account {account_id} already exists within project projects/{id}."), "status": "ALREADY_EXISTS" } }),
+            "ALREADY_EXISTS",
+            format!("Service account {account_id} already exists within project projects/{id}."),
         );
     }
     project.service_accounts.push(email.clone());
@@ -434,10 +435,7 @@ async fn iam_policy(
             };
             let new = &request["policy"];
             if new["etag"] != json!(format!("BwX{}", project.etag)) {
-                return json_response(
-                    StatusCode::CONFLICT,
-                    json!({ "error": { "code": 409, "message": "There were concurrent policy changes.", "status": "ABORTED" } }),
-                );
+                return api_error(StatusCode::CONFLICT, "ABORTED", "There were concurrent policy changes.");
             }
             let Some(bindings) = new["bindings"].as_array() else {
                 return bad_request("policy.bindings is required.");
