@@ -26,6 +26,10 @@ use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 use vigil::{Application, Config};
 
+// The allocator `vigil serve` runs with (src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env_or<T: FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()

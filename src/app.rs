@@ -1,4 +1,4 @@
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use sqlx::PgPool;
@@ -54,6 +54,7 @@ impl Application {
         )?;
         let correlation = Arc::new(crate::ingest::service::correlation_config(&config)?);
         let connections = Arc::new(crate::connections::Connectors::from_config(&config, &db)?);
+        let events = Arc::new(EventStore::new(&db));
         let state = AppState {
             rate_limiter: Arc::new(RateLimiter::new(
                 &cache,
@@ -64,8 +65,20 @@ impl Application {
             metrics: Arc::new(HttpMetrics::new()),
             passwords: PasswordHasher::new(config.bcrypt_cost),
             login_sessions: LoginSessions::new(db.clone(), config.session_ttl(), config.session_cookie_secure),
-            events: EventStore::new(&db),
-            correlation: correlation.clone(),
+            known_users: Arc::new(crate::users::KnownUsers::new(db.clone())),
+            ingest: Arc::new(IngestPipeline::start(
+                Placer::new(
+                    db.clone(),
+                    correlation.clone(),
+                    VectorStore::default(),
+                    events.announcer.clone(),
+                ),
+                config.ingest_lanes as usize,
+                config.ingest_batch_max_alerts as usize,
+                Duration::from_millis(config.ingest_batch_linger_ms),
+            )),
+            events,
+            correlation,
             vectors: VectorStore::default(),
             model: crate::analysis::model::Model::from_config(&config, &db)?.map(Arc::new),
             agent_cli: config.agent_cli_dir.clone().map(|bin_dir| {
@@ -74,11 +87,6 @@ impl Application {
                     allowed: config.agent_cli_allowlist.clone(),
                 })
             }),
-            ingest: Arc::new(IngestPipeline::start(
-                Placer::new(db.clone(), correlation, VectorStore::default()),
-                config.ingest_lanes as usize,
-                config.ingest_batch_max_alerts as usize,
-            )),
             session_fanout: Arc::new(crate::ws::fanout::SessionFanout::new(&cache)),
             cache,
             db,

@@ -144,12 +144,17 @@ pub struct Config {
     pub llm_prices: Option<String>,
 
     /// Placement lanes: batches of different users' alerts written at once (a user always uses one lane).
-    #[arg(long, env = "INGEST_LANES", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, env = "INGEST_LANES", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub ingest_lanes: u32,
 
     /// Most alerts one placement batch (one transaction) takes.
     #[arg(long, env = "INGEST_BATCH_MAX_ALERTS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub ingest_batch_max_alerts: u32,
+
+    /// How long (milliseconds) a busy placement lane lets its next batch fill before writing it;
+    /// 0 writes whatever has queued. An idle lane never waits.
+    #[arg(long, env = "INGEST_BATCH_LINGER_MS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub ingest_batch_linger_ms: u64,
 
     /// Chat queries one WebSocket client may send per 60 seconds (a token bucket refilled evenly).
     #[arg(long, env = "WS_MESSAGES_PER_MINUTE", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]

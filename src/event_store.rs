@@ -7,14 +7,15 @@ use cqrs_es::{persist::PersistedEventStore, Aggregate, AggregateError, EventStor
 use postgres_es::{PostgresCqrs, PostgresEventRepository};
 use rand::Rng;
 use sqlx::PgPool;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use vigil_aggregates::{
     chat_session::ChatSession, connection::Connection, incident::Incident, incident_analysis::IncidentAnalysis,
 };
 use vigil_projections::{
     chat_sessions::ChatSessionsReadModel, connections::ConnectionsReadModel,
-    incident_analysis::IncidentAnalysisReadModel, incidents::IncidentsReadModel, EventConsumer, Projector, Tail,
+    incident_analysis::IncidentAnalysisReadModel, incidents::IncidentsReadModel, AppendAnnouncer, EventConsumer,
+    Projector, Tail, TailWakers,
 };
 
 /// How often a command is retried after losing an optimistic-concurrency race.
@@ -29,18 +30,23 @@ pub type Incidents = AggregateStore<Incident>;
 pub type Analyses = AggregateStore<IncidentAnalysis>;
 pub type Connections = AggregateStore<Connection>;
 
-/// One aggregate type's command side: the cqrs-es framework, and the pool on which its appends
-/// are announced to the tails.
+/// One aggregate type's command side: the cqrs-es framework, and how its appends are announced
+/// to the tails.
 pub struct AggregateStore<A: Aggregate> {
     cqrs: PostgresCqrs<A>,
-    db: PgPool,
+    announcer: AppendAnnouncer,
 }
 
 impl<A: Aggregate> AggregateStore<A> {
-    fn new(db: &PgPool, projection: Box<dyn cqrs_es::Query<A>>, services: A::Services) -> Self {
+    fn new(
+        db: &PgPool,
+        announcer: &AppendAnnouncer,
+        projection: Box<dyn cqrs_es::Query<A>>,
+        services: A::Services,
+    ) -> Self {
         Self {
             cqrs: postgres_es::postgres_cqrs(db.clone(), vec![projection], services),
-            db: db.clone(),
+            announcer: announcer.clone(),
         }
     }
 }
@@ -51,6 +57,8 @@ pub struct EventStore {
     pub incidents: Arc<Incidents>,
     pub analyses: Arc<Analyses>,
     pub connections: Arc<Connections>,
+    /// Tells the tails (of every instance) that events were appended.
+    pub announcer: AppendAnnouncer,
     /// Every projection, each fed by its own tail; `vigil replay` rebuilds these.
     pub consumers: Vec<Arc<dyn EventConsumer>>,
     /// Process managers that react to events (enqueue jobs), each fed by its own tail. Never
@@ -60,15 +68,37 @@ pub struct EventStore {
 
 impl EventStore {
     pub fn new(db: &PgPool) -> Self {
-        let chat_sessions = AggregateStore::new(db, Box::new(Projector::new(db.clone(), ChatSessionsReadModel)), ());
-        let incidents = AggregateStore::new(db, Box::new(Projector::new(db.clone(), IncidentsReadModel)), ());
-        let analyses = AggregateStore::new(db, Box::new(Projector::new(db.clone(), IncidentAnalysisReadModel)), ());
-        let connections = AggregateStore::new(db, Box::new(Projector::new(db.clone(), ConnectionsReadModel)), ());
+        let announcer = AppendAnnouncer::start(db.clone());
+        let chat_sessions = AggregateStore::new(
+            db,
+            &announcer,
+            Box::new(Projector::new(db.clone(), ChatSessionsReadModel)),
+            (),
+        );
+        let incidents = AggregateStore::new(
+            db,
+            &announcer,
+            Box::new(Projector::new(db.clone(), IncidentsReadModel)),
+            (),
+        );
+        let analyses = AggregateStore::new(
+            db,
+            &announcer,
+            Box::new(Projector::new(db.clone(), IncidentAnalysisReadModel)),
+            (),
+        );
+        let connections = AggregateStore::new(
+            db,
+            &announcer,
+            Box::new(Projector::new(db.clone(), ConnectionsReadModel)),
+            (),
+        );
         Self {
             chat_sessions: Arc::new(chat_sessions),
             incidents: Arc::new(incidents),
             analyses: Arc::new(analyses),
             connections: Arc::new(connections),
+            announcer,
             // Incidents first: other read models refer to them (and replaying incidents empties
             // the analysis tables, which the analysis projection then rebuilds).
             consumers: vec![
@@ -86,17 +116,18 @@ impl EventStore {
 
     /// Starts one tail per projection and reactor, and the listener that wakes them on every append.
     pub fn spawn_tails(&self, db: &PgPool, shutdown: &CancellationToken) {
-        let wake = Arc::new(Notify::new());
-        tokio::spawn(vigil_projections::listen_for_appends(
-            db.clone(),
-            wake.clone(),
-            shutdown.clone(),
-        ));
+        let mut wakers = TailWakers::default();
         let rounds = Arc::new(Semaphore::new(TAIL_ROUNDS_AT_ONCE));
         for consumer in self.consumers.iter().chain(&self.reactors) {
+            let wake = wakers.of(consumer.aggregate_type());
             let tail = Tail::new(db.clone(), consumer.clone()).sharing_rounds(rounds.clone());
-            tokio::spawn(tail.run(wake.clone(), TAIL_POLL, shutdown.clone()));
+            tokio::spawn(tail.run(wake, TAIL_POLL, shutdown.clone()));
         }
+        tokio::spawn(vigil_projections::listen_for_appends(
+            db.clone(),
+            wakers,
+            shutdown.clone(),
+        ));
     }
 }
 
@@ -169,7 +200,7 @@ where
             }
             result => {
                 if result.is_ok() {
-                    vigil_projections::announce_appends(&store.db);
+                    store.announcer.announce(A::TYPE);
                 }
                 return result;
             }

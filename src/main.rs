@@ -2,6 +2,9 @@ use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use vigil::{Application, Config};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "vigil", version, about = "Backend of an AI site-reliability agent")]
 struct Cli {

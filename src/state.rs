@@ -19,7 +19,7 @@ use crate::{
 pub struct AppState {
     pub config: Arc<Config>,
     pub db: PgPool,
-    pub events: EventStore,
+    pub events: Arc<EventStore>,
     pub correlation: Arc<CorrelationConfig>,
     pub vectors: VectorStore,
     /// The language model, when one is configured.
@@ -35,6 +35,7 @@ pub struct AppState {
     pub metrics: Arc<HttpMetrics>,
     pub passwords: PasswordHasher,
     pub login_sessions: LoginSessions,
+    pub known_users: Arc<crate::users::KnownUsers>,
     /// Where this instance's own WebSocket listener can be reached (for the health check).
     pub websocket_addr: SocketAddr,
     /// Users' cloud connections: secrets store, cache, OAuth state and provider clients.

@@ -49,3 +49,41 @@ pub async fn set_password_hash(db: &PgPool, id: &str, password_hash: &str) -> sq
         .await?;
     Ok(result.rows_affected() == 1)
 }
+
+/// Users known to exist, so that the `X-User-ID` check on every request (an alert storm sends
+/// thousands a second) costs no query once a user has been seen. Users are never deleted through
+/// the API; one removed by hand is forgotten within [`KnownUsers::FRESH_FOR`].
+pub struct KnownUsers {
+    db: PgPool,
+    seen: dashmap::DashMap<String, std::time::Instant>,
+}
+
+impl KnownUsers {
+    const FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+    /// Entries kept at most; past it the cache starts over (a flood of distinct ids stays bounded).
+    const CAPACITY: usize = 100_000;
+
+    pub fn new(db: PgPool) -> Self {
+        Self {
+            db,
+            seen: dashmap::DashMap::new(),
+        }
+    }
+
+    pub async fn exists(&self, id: &str) -> sqlx::Result<bool> {
+        if self.seen.get(id).is_some_and(|seen| seen.elapsed() < Self::FRESH_FOR) {
+            return Ok(true);
+        }
+        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)")
+            .bind(id)
+            .fetch_one(&self.db)
+            .await?;
+        if exists {
+            if self.seen.len() >= Self::CAPACITY {
+                self.seen.clear();
+            }
+            self.seen.insert(id.to_owned(), std::time::Instant::now());
+        }
+        Ok(exists)
+    }
+}

@@ -49,6 +49,44 @@ impl VectorStore {
         .map(drop)
     }
 
+    /// [`Self::upsert`] for several entries of one kind, in one statement: `(owner id, user id,
+    /// content, vector)`.
+    pub async fn upsert_many(
+        &self,
+        executor: impl PgExecutor<'_>,
+        kind: &str,
+        entries: &[(&str, &str, &str, &[f32])],
+    ) -> sqlx::Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        // Vectors travel as one flat array (PostgreSQL arrays of arrays must be rectangular, and
+        // `unnest` would flatten them anyway); each row slices out its own.
+        let mut starts = Vec::with_capacity(entries.len());
+        let mut flat = Vec::new();
+        for (_, _, _, vector) in entries {
+            starts.push(flat.len() as i32 + 1);
+            flat.extend_from_slice(vector);
+        }
+        sqlx::query(
+            "INSERT INTO embeddings (owner_kind, owner_id, user_id, content, vector)
+             SELECT $1, e.owner_id, e.user_id, e.content, ($5::real[])[e.start : e.start + e.length - 1]
+             FROM unnest($2::text[], $3::text[], $4::text[], $6::int[], $7::int[])
+                 AS e(owner_id, user_id, content, start, length)
+             ON CONFLICT (owner_kind, owner_id) DO UPDATE SET content = EXCLUDED.content, vector = EXCLUDED.vector",
+        )
+        .bind(kind)
+        .bind(entries.iter().map(|e| e.0).collect::<Vec<_>>())
+        .bind(entries.iter().map(|e| e.1).collect::<Vec<_>>())
+        .bind(entries.iter().map(|e| e.2).collect::<Vec<_>>())
+        .bind(flat)
+        .bind(starts)
+        .bind(entries.iter().map(|e| e.3.len() as i32).collect::<Vec<_>>())
+        .execute(executor)
+        .await
+        .map(drop)
+    }
+
     /// The user's `limit` most similar entries of `kind`, most similar first.
     pub async fn nearest(
         &self,

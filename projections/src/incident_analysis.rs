@@ -24,6 +24,19 @@ impl ReadModel<IncidentAnalysis> for IncidentAnalysisReadModel {
         Ok(version.unwrap_or(0))
     }
 
+    async fn versions(
+        &self,
+        conn: &mut PgConnection,
+        aggregate_ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, i64>, ProjectionError> {
+        crate::projector::versions_by_uuid(
+            conn,
+            "SELECT incident_id, version FROM incident_analyses WHERE incident_id = ANY($1::uuid[])",
+            aggregate_ids,
+        )
+        .await
+    }
+
     async fn apply(
         &self,
         conn: &mut PgConnection,

@@ -12,4 +12,6 @@ mod tail;
 
 pub use error::ProjectionError;
 pub use projector::{Projector, ReadModel};
-pub use tail::{announce_appends, listen_for_appends, replay, EventConsumer, StoredEvent, Tail, EVENTS_CHANNEL};
+pub use tail::{
+    listen_for_appends, replay, AppendAnnouncer, EventConsumer, StoredEvent, Tail, TailWakers, EVENTS_CHANNEL,
+};

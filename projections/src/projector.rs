@@ -18,6 +18,22 @@ pub trait ReadModel<A: Aggregate>: Send + Sync + 'static {
         aggregate_id: &str,
     ) -> impl std::future::Future<Output = Result<i64, ProjectionError>> + Send;
 
+    /// The versions of several aggregates' read rows, in one query where the read model can; an
+    /// aggregate without a read row may be left out (it counts as version 0).
+    fn versions(
+        &self,
+        conn: &mut PgConnection,
+        aggregate_ids: &[&str],
+    ) -> impl std::future::Future<Output = Result<HashMap<String, i64>, ProjectionError>> + Send {
+        async move {
+            let mut versions = HashMap::with_capacity(aggregate_ids.len());
+            for &aggregate_id in aggregate_ids {
+                versions.insert(aggregate_id.to_owned(), self.version(conn, aggregate_id).await?);
+            }
+            Ok(versions)
+        }
+    }
+
     /// Applies one event. The projector guarantees `event.sequence` is the version plus one.
     fn apply(
         &self,
@@ -35,6 +51,22 @@ pub trait ReadModel<A: Aggregate>: Send + Sync + 'static {
         async move {
             for event in events {
                 self.apply(conn, event).await?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Applies the pending events of several aggregates (each run consecutive and in order, no
+    /// aggregate twice). A read model may write across aggregates together; the result must
+    /// equal applying each run with [`Self::apply_all`].
+    fn apply_runs(
+        &self,
+        conn: &mut PgConnection,
+        runs: &[Vec<&EventEnvelope<A>>],
+    ) -> impl std::future::Future<Output = Result<(), ProjectionError>> + Send {
+        async move {
+            for run in runs {
+                self.apply_all(conn, run).await?;
             }
             Ok(())
         }
@@ -110,6 +142,69 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
         };
         self.read_model.apply_all(conn, &pending).await
     }
+
+    /// Projects events that the caller's transaction has just appended to several aggregates,
+    /// in a fixed number of statements however many aggregates there are (a batch writer's path).
+    /// An aggregate's stream starting at sequence 1 is new: no other transaction can see its
+    /// events, so it needs neither lock nor version. The others are locked together, in one
+    /// order everywhere, and their versions read at once.
+    pub async fn project_appended_in(
+        &self,
+        conn: &mut PgConnection,
+        streams: &[(String, Vec<EventEnvelope<A>>)],
+    ) -> Result<(), ProjectionError> {
+        let existing: Vec<&str> = streams
+            .iter()
+            .filter(|(_, events)| events.first().is_some_and(|event| event.sequence > 1))
+            .map(|(aggregate_id, _)| aggregate_id.as_str())
+            .collect();
+        let versions = if existing.is_empty() {
+            HashMap::new()
+        } else {
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock(key)
+                 FROM (SELECT DISTINCT hashtextextended($1 || '/' || id, 0) AS key FROM unnest($2::text[]) AS id
+                       ORDER BY key) keys",
+            )
+            .bind(R::NAME)
+            .bind(&existing)
+            .execute(&mut *conn)
+            .await?;
+            self.read_model.versions(conn, &existing).await?
+        };
+        let mut gaps = Vec::new();
+        for (aggregate_id, events) in streams {
+            let Some(first) = events.first() else {
+                continue;
+            };
+            let version = versions.get(aggregate_id).copied().unwrap_or(0);
+            if first.sequence > 1 && first.sequence as i64 > version + 1 {
+                gaps.push(load_stream::<A>(conn, aggregate_id, version + 1, first.sequence as i64 - 1).await?);
+            }
+        }
+        let mut gaps = gaps.iter();
+        let mut runs = Vec::with_capacity(streams.len());
+        for (aggregate_id, events) in streams {
+            let (Some(first), Some(last)) = (events.first(), events.last()) else {
+                continue;
+            };
+            let version = versions.get(aggregate_id).copied().unwrap_or(0);
+            if first.sequence == 1 {
+                runs.push(events.iter().collect());
+                continue;
+            }
+            if last.sequence as i64 <= version {
+                continue;
+            }
+            let mut run: Vec<&EventEnvelope<A>> = Vec::new();
+            if first.sequence as i64 > version + 1 {
+                run.extend(gaps.next().into_iter().flatten());
+            }
+            run.extend(events.iter().filter(|event| event.sequence as i64 > version));
+            runs.push(run);
+        }
+        self.read_model.apply_runs(conn, &runs).await
+    }
 }
 
 #[async_trait]
@@ -145,8 +240,19 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
                 })
                 .push(envelope);
         }
+        // Most events reached the read side through the command path already: one query finds
+        // which aggregates still need the (locked, per-aggregate) projection.
+        let versions = {
+            let mut conn = self.pool.acquire().await?;
+            self.read_model.versions(&mut conn, &order).await?
+        };
         for aggregate_id in order {
-            self.project(aggregate_id, &by_aggregate[aggregate_id]).await?;
+            let events = &by_aggregate[aggregate_id];
+            let reflected = versions.get(aggregate_id).copied().unwrap_or(0);
+            if events.last().is_some_and(|last| last.sequence as i64 <= reflected) {
+                continue;
+            }
+            self.project(aggregate_id, events).await?;
         }
         Ok(())
     }
@@ -181,4 +287,27 @@ async fn load_stream<A: Aggregate>(
         });
     }
     rows.iter().map(StoredEvent::envelope::<A>).collect()
+}
+
+/// [`ReadModel::versions`] for read tables keyed by a UUID: `sql` selects `(id, version)` rows
+/// for the ids bound as `$1::uuid[]`. Ids that are not UUIDs have no read row.
+pub(crate) async fn versions_by_uuid(
+    conn: &mut PgConnection,
+    sql: &str,
+    aggregate_ids: &[&str],
+) -> Result<HashMap<String, i64>, ProjectionError> {
+    let ids: Vec<uuid::Uuid> = aggregate_ids
+        .iter()
+        .filter_map(|id| uuid::Uuid::parse_str(id).ok())
+        .collect();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(uuid::Uuid, i64)> = sqlx::query_as(sql).bind(ids).fetch_all(conn).await?;
+    // Keyed by the id as the caller spelled it, which may differ from the canonical form.
+    let canonical: HashMap<uuid::Uuid, i64> = rows.into_iter().collect();
+    Ok(aggregate_ids
+        .iter()
+        .filter_map(|id| Some(((*id).to_owned(), *canonical.get(&uuid::Uuid::parse_str(id).ok()?)?)))
+        .collect())
 }

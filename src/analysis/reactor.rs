@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use sqlx::PgPool;
 use vigil_projections::{EventConsumer, ProjectionError, StoredEvent};
 
-use crate::jobs::{enqueue_in, NewJob};
+use crate::jobs::{enqueue_many_in, NewJob};
 
 /// Enqueues the job `job` makes of every `event_type` event. The job's unique key, derived from
 /// the event, makes reading an event again enqueue nothing new.
@@ -26,15 +26,17 @@ impl EventConsumer for JobReactor {
     }
 
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
-        for event in events.iter().filter(|event| event.event_type == self.event_type) {
-            enqueue_in(&self.db, (self.job)(event))
-                .await
-                .map_err(|error| ProjectionError::Reaction {
-                    consumer: self.name,
-                    reason: error.to_string(),
-                })?;
-        }
-        Ok(())
+        let jobs: Vec<NewJob> = events
+            .iter()
+            .filter(|event| event.event_type == self.event_type)
+            .map(self.job)
+            .collect();
+        enqueue_many_in(&self.db, &jobs)
+            .await
+            .map_err(|error| ProjectionError::Reaction {
+                consumer: self.name,
+                reason: error.to_string(),
+            })
     }
 
     async fn reset(&self) -> Result<(), ProjectionError> {

@@ -45,11 +45,7 @@ impl Identity {
         {
             return Ok(Self::Unverified(claimed));
         }
-        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)")
-            .bind(&claimed)
-            .fetch_one(&state.db)
-            .await?;
-        Ok(if exists {
+        Ok(if state.known_users.exists(&claimed).await? {
             Self::User(claimed)
         } else {
             Self::Unverified(claimed)

@@ -24,7 +24,7 @@ use vigil_aggregates::{
 };
 use vigil_projections::{
     incidents::{correlation_candidates, CandidateRow, IncidentsReadModel},
-    ProjectionError, Projector, StoredEvent,
+    AppendAnnouncer, ProjectionError, Projector, StoredEvent,
 };
 
 use super::{
@@ -99,6 +99,7 @@ pub struct Placer {
     correlation: std::sync::Arc<CorrelationConfig>,
     vectors: VectorStore,
     projector: Projector<Incident, IncidentsReadModel>,
+    announcer: AppendAnnouncer,
     /// Incidents as of their last event committed by placement, so that a batch need not read
     /// their streams again. An entry another writer has passed since is caught when appending
     /// (its next sequence is taken), dropped, and read afresh.
@@ -109,8 +110,14 @@ pub struct Placer {
 const KNOWN_INCIDENTS: usize = 20_000;
 
 impl Placer {
-    pub fn new(db: PgPool, correlation: std::sync::Arc<CorrelationConfig>, vectors: VectorStore) -> Self {
+    pub fn new(
+        db: PgPool,
+        correlation: std::sync::Arc<CorrelationConfig>,
+        vectors: VectorStore,
+        announcer: AppendAnnouncer,
+    ) -> Self {
         Self {
+            announcer,
             projector: Projector::new(db.clone(), IncidentsReadModel),
             known: Default::default(),
             db,
@@ -164,8 +171,7 @@ impl Placer {
                 })
             })
             .collect();
-        let mut tx = self.db.begin().await?;
-        lock_users(&mut tx, batch).await?;
+        let mut tx = self.db.begin_with(begin_locking_users(batch)).await?;
         let recorded = record(&mut tx, &items).await?;
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
         // The first item of each newly recorded delivery places it; later copies in the batch
@@ -273,23 +279,17 @@ impl Placer {
         }
         let (streams, states) = self.run_commands(&mut tx, &plan).await?;
         append(&mut tx, &streams).await?;
-        for (incident_id, events) in &streams {
-            self.projector
-                .project_in(&mut tx, &incident_id.to_string(), events)
-                .await?;
-        }
-        for opened in &plan.opened {
-            self.vectors
-                .upsert(
-                    &mut *tx,
-                    vector_store::INCIDENT,
-                    &opened.incident_id.to_string(),
-                    opened.user_id,
-                    opened.title,
-                    &opened.embedding,
-                )
-                .await?;
-        }
+        self.projector.project_appended_in(&mut tx, &streams).await?;
+        let opened_ids: Vec<String> = plan.opened.iter().map(|o| o.incident_id.to_string()).collect();
+        let embeddings: Vec<(&str, &str, &str, &[f32])> = plan
+            .opened
+            .iter()
+            .zip(&opened_ids)
+            .map(|(opened, id)| (id.as_str(), opened.user_id, opened.title, opened.embedding.as_slice()))
+            .collect();
+        self.vectors
+            .upsert_many(&mut *tx, vector_store::INCIDENT, &embeddings)
+            .await?;
         record_placements(&mut tx, &plan.placements).await?;
         let earlier = earlier_deliveries(
             &mut tx,
@@ -297,7 +297,7 @@ impl Placer {
         )
         .await?;
         tx.commit().await?;
-        vigil_projections::announce_appends(&self.db);
+        self.announcer.announce(Incident::TYPE);
         self.remember(states);
         let mut by_delivery: HashMap<Delivery, IngestedAlert> = earlier;
         for &(index, alert_id, placement) in &plan.placements {
@@ -365,11 +365,13 @@ impl Placer {
     /// Returns the events to append and the incidents' states after them.
     async fn run_commands(&self, tx: &mut Transaction<'_, Postgres>, plan: &Plan<'_>) -> Result<Commanded, Abort> {
         let opened: HashSet<Uuid> = plan.opened.iter().map(|opened| opened.incident_id).collect();
+        // Taken out rather than cloned (an incident carries its alerts): an attempt that does not
+        // commit leaves them to be read again from their events.
         let mut current: HashMap<Uuid, (Incident, usize)> = {
-            let known = self.known.lock().expect("placement cache lock");
+            let mut known = self.known.lock().expect("placement cache lock");
             plan.commands
                 .iter()
-                .filter_map(|(id, _)| Some((*id, known.get(id)?.clone())))
+                .filter_map(|(id, _)| Some((*id, known.remove(id)?)))
                 .collect()
         };
         let remembered: HashSet<Uuid> = current.keys().copied().collect();
@@ -433,7 +435,7 @@ impl Placer {
                 }
             }
             if !events.is_empty() {
-                streams.push((*incident_id, events));
+                streams.push((aggregate_id, events));
             }
         }
         Ok((streams, current))
@@ -456,7 +458,7 @@ impl Placer {
 }
 
 type Commanded = (
-    Vec<(Uuid, Vec<EventEnvelope<Incident>>)>,
+    Vec<(String, Vec<EventEnvelope<Incident>>)>,
     HashMap<Uuid, (Incident, usize)>,
 );
 
@@ -567,17 +569,23 @@ impl Candidates {
     }
 }
 
-/// Locks every user of the batch, in one order everywhere so that two batches never deadlock.
-async fn lock_users(tx: &mut Transaction<'_, Postgres>, batch: &[Notification]) -> sqlx::Result<()> {
-    let keys: Vec<String> = batch.iter().map(|n| format!("ingest/{}", n.user_id)).collect();
-    sqlx::query(
-        "SELECT pg_advisory_xact_lock(key)
-         FROM (SELECT DISTINCT hashtextextended(name, 0) AS key FROM unnest($1::text[]) AS name ORDER BY key) keys",
-    )
-    .bind(keys)
-    .execute(&mut **tx)
-    .await
-    .map(drop)
+/// `BEGIN`, then a lock on every user of the batch, in one round trip (a simple query may hold
+/// several statements; the keys are integers, so nothing is spliced in but digits). Locks are
+/// taken in one order everywhere, so that two batches never deadlock.
+fn begin_locking_users(batch: &[Notification]) -> String {
+    let keys: std::collections::BTreeSet<i64> = batch.iter().map(|n| user_lock_key(&n.user_id)).collect();
+    let mut statement = String::from("BEGIN");
+    for key in keys {
+        statement.push_str(&format!("; SELECT pg_advisory_xact_lock({key})"));
+    }
+    statement
+}
+
+/// The advisory lock key that serializes placement for one user (across instances).
+fn user_lock_key(user_id: &str) -> i64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("ingest/{user_id}").as_bytes());
+    i64::from_be_bytes(digest[..8].try_into().expect("a SHA-256 digest has 8 bytes to spare"))
 }
 
 /// Inserts every delivery not recorded before; returns the new rows' ids.
@@ -703,7 +711,7 @@ async fn lookup<'a>(
 
 /// Appends the events as postgres-es would (same columns, same serialization); a sequence taken
 /// by another writer meanwhile is a conflict.
-async fn append(conn: &mut PgConnection, streams: &[(Uuid, Vec<EventEnvelope<Incident>>)]) -> Result<(), Abort> {
+async fn append(conn: &mut PgConnection, streams: &[(String, Vec<EventEnvelope<Incident>>)]) -> Result<(), Abort> {
     let events: Vec<SerializedEvent> = streams
         .iter()
         .flat_map(|(_, events)| events)

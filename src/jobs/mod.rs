@@ -59,7 +59,7 @@ pub use self::handler::{Cancelled, JobContext, JobFailure, JobHandler};
 pub use self::model::{
     AttemptError, CancelOutcome, Enqueued, JobRecord, JobState, NewJob, UnknownJobState, DEFAULT_MAX_ATTEMPTS,
 };
-pub use self::queue::{cancel, enqueue, enqueue_in, find_by_unique_key, get, live_workers, requeue};
+pub use self::queue::{cancel, enqueue, enqueue_in, enqueue_many_in, find_by_unique_key, get, live_workers, requeue};
 pub use self::worker::{default_worker_id, Worker, WorkerConfig};
 
 /// The channel the `jobs_available` trigger notifies, with the job's kind as payload.

@@ -46,6 +46,34 @@ pub async fn enqueue_in<'c, E: PgExecutor<'c>>(executor: E, job: NewJob) -> Resu
     })
 }
 
+/// Enqueues several jobs in one statement; a job whose unique key is already held is skipped.
+pub async fn enqueue_many_in<'c, E: PgExecutor<'c>>(executor: E, jobs: &[NewJob]) -> Result<(), JobError> {
+    for job in jobs {
+        validate(job)?;
+    }
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        r#"
+        INSERT INTO jobs (kind, payload, unique_key, max_attempts, run_at)
+        SELECT kind, payload, unique_key, max_attempts, COALESCE(run_at, now())
+        FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::int[], $5::timestamptz[])
+            AS j(kind, payload, unique_key, max_attempts, run_at)
+        ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state NOT IN ('cancelled', 'discarded')
+        DO NOTHING
+        "#,
+    )
+    .bind(jobs.iter().map(|job| job.kind.as_str()).collect::<Vec<_>>())
+    .bind(jobs.iter().map(|job| &job.payload).collect::<Vec<_>>())
+    .bind(jobs.iter().map(|job| job.unique_key.as_deref()).collect::<Vec<_>>())
+    .bind(jobs.iter().map(|job| job.max_attempts).collect::<Vec<_>>())
+    .bind(jobs.iter().map(|job| job.run_at).collect::<Vec<_>>())
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
 fn validate(job: &NewJob) -> Result<(), JobError> {
     if job.kind.is_empty() {
         return Err(JobError::InvalidJob("kind is empty".into()));

@@ -26,6 +26,7 @@ fn placer(app: &TestApp) -> Placer {
         app.db.clone(),
         std::sync::Arc::new(CorrelationConfig::default()),
         Default::default(),
+        vigil_projections::AppendAnnouncer::start(app.db.clone()),
     )
 }
 
@@ -108,6 +109,59 @@ async fn one_batch_places_as_one_by_one_would() {
     assert_eq!(detail["incident"]["correlatedAlerts"].as_array().unwrap().len(), 1);
 
     // The read rows written with the batch are exactly what the projection makes of the events.
+    let live = all_incidents(&app.db).await.unwrap();
+    app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
+    assert_eq!(all_incidents(&app.db).await.unwrap(), live);
+}
+
+#[tokio::test]
+async fn a_batch_opening_and_growing_several_incidents_writes_each_its_own_rows() {
+    let app = spawn_app_without_workers().await;
+    let titles = [
+        "Checkout latency high",
+        "Disk almost full on db-1",
+        "Payment webhook failures",
+    ];
+    let mut batch = Vec::new();
+    let mut users = Vec::new();
+    for title in titles {
+        let user = app.new_user().await.id;
+        for name in ["firing", "related"] {
+            let mut notification = notification(&user, name);
+            if name == "firing" {
+                notification.alerts[0].title = title.to_owned();
+            }
+            batch.push(notification);
+        }
+        users.push(user);
+    }
+
+    let outcomes = placer(&app).place(&batch).await.unwrap();
+
+    let vectors = vigil::vector_store::VectorStore::default();
+    for (n, title) in titles.iter().enumerate() {
+        let (opened, related) = (&outcomes[2 * n][0], &outcomes[2 * n + 1][0]);
+        let incident = opened.incident_id.expect("each user's first alert opens an incident");
+        assert_eq!((related.incident_id, related.correlated), (Some(incident), true));
+        let stored: Vec<f32> = sqlx::query_scalar(
+            "SELECT vector FROM embeddings WHERE owner_kind = 'incident' AND owner_id = $1 AND user_id = $2",
+        )
+        .bind(incident.to_string())
+        .bind(&users[n])
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        assert_eq!(stored, vectors.embed(title), "{title}: the embedding of its own title");
+        let detail: Value = app
+            .send_as(&users[n], Method::GET, &format!("/api/incidents/{incident}"), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(detail["incident"]["correlatedAlertCount"], 1, "{title}");
+        assert_eq!(detail["incident"]["alert"]["title"], *title);
+    }
+
     let live = all_incidents(&app.db).await.unwrap();
     app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
     assert_eq!(all_incidents(&app.db).await.unwrap(), live);

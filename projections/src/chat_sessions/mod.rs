@@ -29,6 +29,19 @@ impl ReadModel<ChatSession> for ChatSessionsReadModel {
         Ok(version.unwrap_or(0))
     }
 
+    async fn versions(
+        &self,
+        conn: &mut PgConnection,
+        aggregate_ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, i64>, ProjectionError> {
+        crate::projector::versions_by_uuid(
+            conn,
+            "SELECT id, version FROM chat_sessions WHERE id = ANY($1::uuid[])",
+            aggregate_ids,
+        )
+        .await
+    }
+
     async fn apply(&self, conn: &mut PgConnection, event: &EventEnvelope<ChatSession>) -> Result<(), ProjectionError> {
         use ChatSessionEvent as E;
         let id = Uuid::parse_str(&event.aggregate_id).unwrap_or_default();

@@ -3,6 +3,7 @@
 
 mod queries;
 
+use chrono::{DateTime, Utc};
 use cqrs_es::EventEnvelope;
 use serde_json::json;
 use sqlx::{types::Json, PgConnection};
@@ -29,6 +30,19 @@ impl ReadModel<Incident> for IncidentsReadModel {
         Ok(version.unwrap_or(0))
     }
 
+    async fn versions(
+        &self,
+        conn: &mut PgConnection,
+        aggregate_ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, i64>, ProjectionError> {
+        crate::projector::versions_by_uuid(
+            conn,
+            "SELECT id, version FROM incidents WHERE id = ANY($1::uuid[])",
+            aggregate_ids,
+        )
+        .await
+    }
+
     async fn apply(&self, conn: &mut PgConnection, event: &EventEnvelope<Incident>) -> Result<(), ProjectionError> {
         use IncidentEvent as E;
         let id = Uuid::parse_str(&event.aggregate_id).unwrap_or_default();
@@ -39,37 +53,13 @@ impl ReadModel<Incident> for IncidentsReadModel {
         };
         let touch = "UPDATE incidents SET updated_at = $2, version = $3 WHERE id = $1";
         match &event.payload {
-            E::IncidentOpened {
-                incident_id,
-                user_id,
-                alert,
-                at,
-            } => {
-                sqlx::query(
-                    "INSERT INTO incidents (id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
-                         alert_environment, alert_source_url, alert_metadata, started_at, last_alert_at, created_at,
-                         updated_at, affected_services, version)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $12, $13, $14)",
-                )
-                .bind(incident_id)
-                .bind(user_id)
-                .bind(&alert.source_type)
-                .bind(alert.source_alert_id)
-                .bind(&alert.severity)
-                .bind(&alert.title)
-                .bind(&alert.service)
-                .bind(&alert.environment)
-                .bind(&alert.source_url)
-                .bind(Json(&alert.metadata))
-                .bind(alert.fired_at)
-                .bind(at)
-                .bind(alert.service.iter().cloned().collect::<Vec<_>>())
-                .bind(version)
-                .execute(conn)
-                .await?;
-            }
+            E::IncidentOpened { .. } => insert_opened(conn, &[event]).await?,
             E::AlertCorrelated { alert, correlation, at } => {
-                add_alerts(conn, id, version, *at, &[(alert, correlation.clone(), *at)]).await?;
+                add_alerts(
+                    conn,
+                    &[AlertsJoined::new(event, vec![(alert, correlation.clone(), *at)])],
+                )
+                .await?;
             }
             E::IncidentAbsorbed {
                 source_incident_id,
@@ -81,8 +71,8 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     score: 1.0,
                     details: json!({ "merged_from_incident_id": source_incident_id }),
                 };
-                let alerts: Vec<_> = alerts.iter().map(|alert| (alert, manual.clone(), *at)).collect();
-                add_alerts(conn, id, version, *at, &alerts).await?;
+                let alerts = alerts.iter().map(|alert| (alert, manual.clone(), *at)).collect();
+                add_alerts(conn, &[AlertsJoined::new(event, alerts)]).await?;
             }
             E::StatusChanged {
                 status, analyzed_at, ..
@@ -154,19 +144,39 @@ impl ReadModel<Incident> for IncidentsReadModel {
         conn: &mut PgConnection,
         events: &[&EventEnvelope<Incident>],
     ) -> Result<(), ProjectionError> {
-        let mut rest = events;
-        while let Some(first) = rest.first() {
-            let run = rest
+        self.apply_runs(conn, &[events.to_vec()]).await
+    }
+
+    /// Across incidents: every opening event in one insert, then every run of correlated alerts
+    /// that follows in one insert and one update; the rest incident by incident, in order.
+    async fn apply_runs(
+        &self,
+        conn: &mut PgConnection,
+        runs: &[Vec<&EventEnvelope<Incident>>],
+    ) -> Result<(), ProjectionError> {
+        let mut rest: Vec<&[&EventEnvelope<Incident>]> = runs.iter().map(Vec::as_slice).collect();
+        let mut opened = Vec::new();
+        for run in &mut rest {
+            if let Some((first, after)) = run.split_first() {
+                if matches!(first.payload, IncidentEvent::IncidentOpened { .. }) {
+                    opened.push(*first);
+                    *run = after;
+                }
+            }
+        }
+        insert_opened(conn, &opened).await?;
+        let mut joined = Vec::new();
+        for run in &mut rest {
+            let correlated = run
                 .iter()
                 .take_while(|event| matches!(event.payload, IncidentEvent::AlertCorrelated { .. }))
                 .count();
-            if run < 2 {
-                self.apply(conn, first).await?;
-                rest = &rest[1..];
+            if correlated == 0 {
                 continue;
             }
-            let (correlated, after) = rest.split_at(run);
-            let alerts: Vec<_> = correlated
+            let (alerts, after) = run.split_at(correlated);
+            let last = alerts[correlated - 1];
+            let alerts = alerts
                 .iter()
                 .filter_map(|event| match &event.payload {
                     IncidentEvent::AlertCorrelated { alert, correlation, at } => {
@@ -175,10 +185,14 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     _ => None,
                 })
                 .collect();
-            let last = correlated[run - 1];
-            let id = Uuid::parse_str(&last.aggregate_id).unwrap_or_default();
-            add_alerts(conn, id, last.sequence as i64, last.payload.at(), &alerts).await?;
-            rest = after;
+            joined.push(AlertsJoined::new(last, alerts));
+            *run = after;
+        }
+        add_alerts(conn, &joined).await?;
+        for run in rest {
+            for event in run {
+                self.apply(conn, event).await?;
+            }
         }
         Ok(())
     }
@@ -229,68 +243,148 @@ pub async fn as_of(
     Ok(incident.map(|incident| (incident, correlated)))
 }
 
-/// Records correlated alerts (each with the time it was received) and folds them into the
-/// incident's count, services and last alert time.
-async fn add_alerts(
-    conn: &mut PgConnection,
+/// New incidents' rows, from their opening events.
+async fn insert_opened(conn: &mut PgConnection, events: &[&EventEnvelope<Incident>]) -> Result<(), ProjectionError> {
+    let opened: Vec<(i64, &Uuid, &str, &AlertInfo, DateTime<Utc>)> = events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            IncidentEvent::IncidentOpened {
+                incident_id,
+                user_id,
+                alert,
+                at,
+            } => Some((event.sequence as i64, incident_id, user_id.as_str(), alert, *at)),
+            _ => None,
+        })
+        .collect();
+    if opened.is_empty() {
+        return Ok(());
+    }
+    let column = |f: fn(&AlertInfo) -> Option<&str>| -> Vec<Option<&str>> { opened.iter().map(|o| f(o.3)).collect() };
+    sqlx::query(
+        "INSERT INTO incidents (id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
+             alert_environment, alert_source_url, alert_metadata, started_at, last_alert_at, created_at,
+             updated_at, affected_services, version)
+         SELECT id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
+             alert_source_url, alert_metadata, fired_at, fired_at, at, at,
+             CASE WHEN alert_service IS NULL THEN '{}'::text[] ELSE ARRAY[alert_service] END, version
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[],
+             $9::text[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[], $13::bigint[])
+             AS o(id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
+                  alert_source_url, alert_metadata, fired_at, at, version)",
+    )
+    .bind(opened.iter().map(|o| *o.1).collect::<Vec<_>>())
+    .bind(opened.iter().map(|o| o.2).collect::<Vec<_>>())
+    .bind(opened.iter().map(|o| o.3.source_type.as_str()).collect::<Vec<_>>())
+    .bind(opened.iter().map(|o| o.3.source_alert_id).collect::<Vec<_>>())
+    .bind(column(|a| a.severity.as_deref()))
+    .bind(opened.iter().map(|o| o.3.title.as_str()).collect::<Vec<_>>())
+    .bind(column(|a| a.service.as_deref()))
+    .bind(column(|a| a.environment.as_deref()))
+    .bind(column(|a| a.source_url.as_deref()))
+    .bind(opened.iter().map(|o| Json(&o.3.metadata)).collect::<Vec<_>>())
+    .bind(opened.iter().map(|o| o.3.fired_at).collect::<Vec<_>>())
+    .bind(opened.iter().map(|o| o.4).collect::<Vec<_>>())
+    .bind(opened.iter().map(|o| o.0).collect::<Vec<_>>())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Alerts that joined one incident (each with the time it was received), up to the event at
+/// `version`, recorded at `at`.
+struct AlertsJoined<'a> {
     incident_id: Uuid,
     version: i64,
-    at: chrono::DateTime<chrono::Utc>,
-    alerts: &[(&AlertInfo, Correlation, chrono::DateTime<chrono::Utc>)],
-) -> Result<(), ProjectionError> {
+    at: DateTime<Utc>,
+    alerts: Vec<(&'a AlertInfo, Correlation, DateTime<Utc>)>,
+}
+
+impl<'a> AlertsJoined<'a> {
+    fn new(last: &EventEnvelope<Incident>, alerts: Vec<(&'a AlertInfo, Correlation, DateTime<Utc>)>) -> Self {
+        Self {
+            incident_id: Uuid::parse_str(&last.aggregate_id).unwrap_or_default(),
+            version: last.sequence as i64,
+            at: last.payload.at(),
+            alerts,
+        }
+    }
+}
+
+/// Records correlated alerts (each with the time its incident received it) and folds them into
+/// their incidents' counts, services and last alert times: one insert and one update for any
+/// number of incidents.
+async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Result<(), ProjectionError> {
+    let rows: Vec<(&AlertInfo, &Correlation, Uuid, DateTime<Utc>)> = joined
+        .iter()
+        .flat_map(|group| {
+            group
+                .alerts
+                .iter()
+                .map(|(alert, correlation, received_at)| (*alert, correlation, group.incident_id, *received_at))
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
     sqlx::query(
         "INSERT INTO correlated_alerts (user_id, incident_id, source_type, source_alert_id, alert_title, alert_service,
              alert_severity, correlation_strategy, correlation_score, correlation_details, alert_metadata, fired_at,
              received_at)
          SELECT i.user_id, i.id, a.source_type, a.source_alert_id, a.alert_title, a.alert_service, a.alert_severity,
              a.strategy, a.score, a.details, a.metadata, a.fired_at, a.received_at
-         FROM incidents i,
-             unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[],
-                 $9::jsonb[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[])
-             WITH ORDINALITY AS a(source_type, source_alert_id, alert_title, alert_service, alert_severity, strategy,
-                 score, details, metadata, fired_at, received_at, ordinality)
-         WHERE i.id = $1
+         FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+                 $8::float8[], $9::jsonb[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[])
+             WITH ORDINALITY AS a(incident_id, source_type, source_alert_id, alert_title, alert_service,
+                 alert_severity, strategy, score, details, metadata, fired_at, received_at, ordinality)
+         JOIN incidents i ON i.id = a.incident_id
          ORDER BY a.ordinality
          ON CONFLICT (incident_id, source_type, source_alert_id) DO NOTHING",
     )
-    .bind(incident_id)
-    .bind(
-        alerts
-            .iter()
-            .map(|(a, _, _)| a.source_type.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(alerts.iter().map(|(a, _, _)| a.source_alert_id).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|(a, _, _)| a.title.as_str()).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|(a, _, _)| a.service.as_deref()).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|(a, _, _)| a.severity.as_deref()).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|(_, c, _)| c.strategy.as_str()).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|(_, c, _)| c.score).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|(_, c, _)| Json(&c.details)).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|(a, _, _)| Json(&a.metadata)).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|(a, _, _)| a.fired_at).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|(_, _, received)| *received).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.2).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.source_type.as_str()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.source_alert_id).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.title.as_str()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.service.as_deref()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.severity.as_deref()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.1.strategy.as_str()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.1.score).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| Json(&row.1.details)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| Json(&row.0.metadata)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.fired_at).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.3).collect::<Vec<_>>())
     .execute(&mut *conn)
     .await?;
-    let services: Vec<String> = alerts
-        .iter()
-        .filter_map(|(alert, _, _)| alert.service.clone())
-        .collect();
-    let latest = alerts.iter().map(|(alert, _, _)| alert.fired_at).max();
+    let services = |group: &AlertsJoined| -> Vec<String> {
+        group
+            .alerts
+            .iter()
+            .filter_map(|(alert, _, _)| alert.service.clone())
+            .collect()
+    };
     sqlx::query(
         "UPDATE incidents SET
-             correlated_alert_count = correlated_alert_count + $4,
-             affected_services = ARRAY(SELECT DISTINCT unnest(affected_services || $5::text[]) ORDER BY 1),
-             last_alert_at = GREATEST(last_alert_at, COALESCE($6, last_alert_at)),
-             updated_at = $2, version = $3
-         WHERE id = $1",
+             correlated_alert_count = correlated_alert_count + u.joined,
+             affected_services = ARRAY(
+                 SELECT DISTINCT unnest(affected_services || ARRAY(SELECT jsonb_array_elements_text(u.services)))
+                 ORDER BY 1),
+             last_alert_at = GREATEST(last_alert_at, COALESCE(u.latest, last_alert_at)),
+             updated_at = u.at, version = u.version
+         FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::int[], $5::jsonb[], $6::timestamptz[])
+             AS u(id, at, version, joined, services, latest)
+         WHERE incidents.id = u.id",
     )
-    .bind(incident_id)
-    .bind(at)
-    .bind(version)
-    .bind(alerts.len() as i32)
-    .bind(services)
-    .bind(latest)
+    .bind(joined.iter().map(|group| group.incident_id).collect::<Vec<_>>())
+    .bind(joined.iter().map(|group| group.at).collect::<Vec<_>>())
+    .bind(joined.iter().map(|group| group.version).collect::<Vec<_>>())
+    .bind(joined.iter().map(|group| group.alerts.len() as i32).collect::<Vec<_>>())
+    .bind(joined.iter().map(|group| Json(services(group))).collect::<Vec<_>>())
+    .bind(
+        joined
+            .iter()
+            .map(|group| group.alerts.iter().map(|(alert, _, _)| alert.fired_at).max())
+            .collect::<Vec<_>>(),
+    )
     .execute(conn)
     .await?;
     Ok(())
