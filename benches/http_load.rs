@@ -4,6 +4,8 @@
 //!
 //!   cargo bench --bench http_load            (DATABASE_URL: a PostgreSQL server; `make bench` sets it)
 //!   LOAD_SECONDS=10 LOAD_CONCURRENCY=64 cargo bench --bench http_load
+//!   RUN_WORKERS=false cargo bench --bench http_load   (the ingestion tier alone, as when `vigil
+//!                                                     worker` processes run the analyses elsewhere)
 //!
 //! Scenarios (`LOAD_SCENARIOS=liveness,sessions,ingest,ingest-distinct,pgbench`, all by default):
 //! - `liveness`: baseline, the cheapest route through the whole middleware stack;
@@ -135,6 +137,7 @@ async fn main() {
     config.chat_rate_limit_per_minute = u32::MAX;
     config.ingest_rate_limit_per_minute = u32::MAX;
     config.database_max_connections = 32;
+    let run_workers = config.run_workers;
     let app = Application::build(config).await.expect("service starts");
     let base = format!("http://{}", app.http_addr());
     let shutdown = CancellationToken::new();
@@ -155,7 +158,11 @@ async fn main() {
     let scenarios =
         std::env::var("LOAD_SCENARIOS").unwrap_or_else(|_| "liveness,sessions,ingest,ingest-distinct,pgbench".into());
     let wanted = |name: &str| scenarios.split(',').any(|scenario| scenario.trim() == name);
-    println!("http_load: {concurrency} workers, {seconds} s per scenario, release build, in-process cache");
+    println!(
+        "http_load: {concurrency} workers, {seconds} s per scenario, release build, in-process cache, \
+         background jobs {} (RUN_WORKERS; a new incident's analysis runs on the same cores when on)",
+        if run_workers { "on" } else { "off" }
+    );
 
     let mixes: Vec<(&str, AlertMix)> = [
         ("ingest storm", "ingest", AlertMix::Storm),
