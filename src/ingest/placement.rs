@@ -23,7 +23,7 @@ use vigil_aggregates::{
     incident::{Correlation, Incident, IncidentCommand, IncidentError},
 };
 use vigil_projections::{
-    incidents::{correlation_candidates, CandidateRow, IncidentsReadModel},
+    incidents::{CandidateRow, IncidentsReadModel, UserCandidateRow},
     AppendAnnouncer, ProjectionError, Projector, StoredEvent,
 };
 
@@ -172,7 +172,9 @@ impl Placer {
             })
             .collect();
         let mut tx = self.db.begin_with(begin_locking_users(batch)).await?;
-        let recorded = record(&mut tx, &items).await?;
+        let windows = self.candidate_windows(items.iter().filter(|item| !item.alert.resolved));
+        let found = record_and_look_up(&mut tx, &items, &windows, self.max_correlated()).await?;
+        let recorded = found.recorded;
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
         // The first item of each newly recorded delivery places it; later copies in the batch
         // and earlier deliveries only report where it went.
@@ -184,17 +186,21 @@ impl Placer {
                 claimed.insert(delivery).then_some(id)
             })
             .collect();
-        let fresh_items = || {
-            items
+        let keyed = |incidents: &[(usize, Uuid)], part: fn(&NormalizedAlert) -> &str| {
+            incidents
                 .iter()
-                .zip(&fresh)
-                .filter_map(|(item, id)| id.map(|id| (item, id)))
+                .map(|&(index, incident_id)| {
+                    let item = &items[index];
+                    (
+                        (item.user_id, item.alert.source.as_str(), part(item.alert)),
+                        incident_id,
+                    )
+                })
+                .collect::<HashMap<(&str, &str, &str), Uuid>>()
         };
-        let recoveries = incidents_of_groups(&mut tx, fresh_items().filter(|(i, _)| i.alert.resolved)).await?;
-        let holders = incidents_holding_keys(&mut tx, fresh_items().filter(|(i, _)| !i.alert.resolved)).await?;
-        let mut candidates = self
-            .candidates(&mut tx, fresh_items().filter(|(i, _)| !i.alert.resolved), stale)
-            .await?;
+        let recoveries = keyed(&found.group_incidents, |alert| alert.group_key.as_str());
+        let holders = keyed(&found.key_holders, |alert| alert.key.as_str());
+        let mut candidates = self.candidates(found.candidates, &windows, stale);
         let mut plan = Plan::default();
         let mut placed_groups: HashMap<(&str, &str, &str), Uuid> = HashMap::new();
         let mut placed_keys: HashMap<(&str, &str, &str), Uuid> = HashMap::new();
@@ -278,7 +284,7 @@ impl Placer {
             plan.placements.push((index, alert_id, placement));
         }
         let (streams, states) = self.run_commands(&mut tx, &plan).await?;
-        append(&mut tx, &streams).await?;
+        append_and_record_placements(&mut tx, &streams, &plan.placements).await?;
         self.projector.project_appended_in(&mut tx, &streams).await?;
         let opened_ids: Vec<String> = plan.opened.iter().map(|o| o.incident_id.to_string()).collect();
         let embeddings: Vec<(&str, &str, &str, &[f32])> = plan
@@ -290,7 +296,6 @@ impl Placer {
         self.vectors
             .upsert_many(&mut *tx, vector_store::INCIDENT, &embeddings)
             .await?;
-        record_placements(&mut tx, &plan.placements).await?;
         let earlier = earlier_deliveries(
             &mut tx,
             deliveries.iter().filter(|delivery| !recorded.contains_key(*delivery)),
@@ -321,33 +326,36 @@ impl Placer {
         Ok(outcomes)
     }
 
-    /// Each user's open incidents near the batch's alerts, less those found stale before.
-    async fn candidates<'a>(
-        &self,
-        tx: &mut Transaction<'_, Postgres>,
-        items: impl Iterator<Item = (&'a Item<'a>, i64)>,
-        stale: &HashSet<Uuid>,
-    ) -> Result<HashMap<&'a str, Candidates>, Abort> {
+    /// For each user of `items`: the span within which open incidents may take their alerts.
+    fn candidate_windows<'a>(&self, items: impl Iterator<Item = &'a Item<'a>>) -> Vec<CandidateWindow<'a>> {
         let widest = self
             .correlation
             .alert_window()
             .max(self.correlation.deployment_window());
         let mut windows: HashMap<&str, (DateTime<Utc>, DateTime<Utc>)> = HashMap::new();
-        for (item, _) in items {
+        for item in items {
             let fired_at = item.alert.fired_at;
             let window = windows.entry(item.user_id).or_insert((fired_at, fired_at));
             window.0 = window.0.min(fired_at);
             window.1 = window.1.max(fired_at);
         }
-        let windows: Vec<(&str, DateTime<Utc>, DateTime<Utc>)> = windows
+        windows
             .into_iter()
             .map(|(user, (first, last))| (user, first - widest, last + widest))
-            .collect();
-        if windows.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let max_correlated = i32::try_from(self.correlation.max_alerts_per_incident()).unwrap_or(i32::MAX);
-        let rows = correlation_candidates(&mut **tx, &windows, max_correlated).await?;
+            .collect()
+    }
+
+    fn max_correlated(&self) -> i32 {
+        i32::try_from(self.correlation.max_alerts_per_incident()).unwrap_or(i32::MAX)
+    }
+
+    /// Each user's open incidents near the batch's alerts, less those found stale before.
+    fn candidates<'a>(
+        &self,
+        rows: Vec<UserCandidateRow>,
+        windows: &[CandidateWindow<'a>],
+        stale: &HashSet<Uuid>,
+    ) -> HashMap<&'a str, Candidates> {
         let mut candidates: HashMap<&str, Candidates> = HashMap::new();
         for row in rows {
             if stale.contains(&row.candidate.id) {
@@ -358,7 +366,7 @@ impl Placer {
             };
             candidates.entry(user).or_default().push(row.candidate, &self.vectors);
         }
-        Ok(candidates)
+        candidates
     }
 
     /// Runs each incident's commands through the aggregate, in order, from its current state.
@@ -592,30 +600,124 @@ fn user_lock_key(user_id: &str) -> i64 {
     i64::from_be_bytes(digest[..8].try_into().expect("a SHA-256 digest has 8 bytes to spare"))
 }
 
-/// Inserts every delivery not recorded before; returns the new rows' ids.
-async fn record(tx: &mut Transaction<'_, Postgres>, items: &[Item<'_>]) -> sqlx::Result<HashMap<Delivery, i64>> {
+/// `(user, from, to)`: where a user's correlation candidates are looked for.
+type CandidateWindow<'a> = (&'a str, DateTime<Utc>, DateTime<Utc>);
+
+/// What one round trip records and finds for a batch (see [`record_and_look_up`]).
+struct Found {
+    /// The deliveries recorded now (not before), with their new ids.
+    recorded: HashMap<Delivery, i64>,
+    /// Item index → the open incident already holding an alert with the item's key (firing items).
+    key_holders: Vec<(usize, Uuid)>,
+    /// Item index → the incident of the newest unresolved alert of the item's group (recoveries).
+    group_incidents: Vec<(usize, Uuid)>,
+    candidates: Vec<UserCandidateRow>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecordedRow {
+    id: i64,
+    user_id: String,
+    source_type: String,
+    alert_key: String,
+    alert_state: String,
+    fired_at: DateTime<Utc>,
+}
+
+/// In one statement (one round trip): inserts every delivery not recorded before, and reads
+/// what placement decides from — the incidents holding the items' keys, the incidents of the
+/// recoveries' groups, and every user's correlation candidates. The reads run on the statement's
+/// snapshot, taken after the users' locks: they see every earlier batch, and not this batch's
+/// own rows (placement keeps track of those in memory). Lookups run for every item, recorded
+/// before or not; placement uses those of the fresh ones. The four results come back as JSON
+/// columns of one row.
+async fn record_and_look_up(
+    tx: &mut Transaction<'_, Postgres>,
+    items: &[Item<'_>],
+    windows: &[CandidateWindow<'_>],
+    max_correlated: i32,
+) -> sqlx::Result<Found> {
     let column = |f: fn(&NormalizedAlert) -> Option<String>| -> Vec<Option<String>> {
         items.iter().map(|item| f(item.alert)).collect()
     };
-    let rows: Vec<(i64, String, String, String, String, DateTime<Utc>)> = sqlx::query_as(
-        "INSERT INTO source_alerts (user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_uid,
-             alert_title, rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity,
-             fired_at, payload)
-         SELECT user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_key, alert_title,
-             rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity,
-             fired_at, payload
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::text[], $8::text[],
-             $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
-             $16::timestamptz[], $17::jsonb[])
-             AS a(user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_title, rule_name,
-                  rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity, fired_at, payload)
-         ON CONFLICT ON CONSTRAINT source_alerts_delivery DO NOTHING
-         RETURNING id, user_id, source_type, alert_key, alert_state, fired_at",
+    type Lookups = (
+        Json<Vec<RecordedRow>>,
+        Json<Vec<(usize, Uuid)>>,
+        Json<Vec<(usize, Uuid)>>,
+        Json<Vec<UserCandidateRow>>,
+    );
+    let (recorded, key_holders, group_incidents, candidates): Lookups = sqlx::query_as(
+        "WITH inserted AS (
+             INSERT INTO source_alerts (user_id, source_type, alert_key, group_key, alert_state, resolved, kind,
+                 alert_uid, alert_title, rule_name, rule_url, dashboard_url, panel_url, alert_service,
+                 alert_environment, alert_severity, fired_at, payload)
+             SELECT user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_key, alert_title,
+                 rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity,
+                 fired_at, payload
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::text[],
+                 $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                 $15::text[], $16::timestamptz[], $17::jsonb[])
+                 AS a(user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_title,
+                      rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment,
+                      alert_severity, fired_at, payload)
+             ON CONFLICT ON CONSTRAINT source_alerts_delivery DO NOTHING
+             RETURNING id, user_id, source_type, alert_key, alert_state, fired_at
+         ),
+         items AS (
+             SELECT (ordinality - 1)::int AS index, user_id, source_type, alert_key, group_key, resolved
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::bool[])
+                 WITH ORDINALITY AS q(user_id, source_type, alert_key, group_key, resolved, ordinality)
+         )
+         SELECT
+             (SELECT COALESCE(json_agg(inserted), '[]') FROM inserted),
+             (SELECT COALESCE(json_agg(json_build_array(q.index, s.incident_id)), '[]')
+              FROM items q CROSS JOIN LATERAL (
+                  SELECT s.incident_id FROM source_alerts s
+                  WHERE s.user_id = q.user_id AND s.source_type = q.source_type AND s.alert_key = q.alert_key
+                    AND NOT s.resolved AND s.incident_id IS NOT NULL
+                    AND EXISTS (SELECT 1 FROM incidents i
+                                WHERE i.id = s.incident_id AND i.status IN ('investigating', 'analyzed'))
+                  ORDER BY s.id DESC LIMIT 1
+              ) s
+              WHERE NOT q.resolved),
+             (SELECT COALESCE(json_agg(json_build_array(q.index, s.incident_id)), '[]')
+              FROM items q CROSS JOIN LATERAL (
+                  SELECT incident_id FROM source_alerts s
+                  WHERE s.user_id = q.user_id AND s.source_type = q.source_type AND s.group_key = q.group_key
+                    AND NOT s.resolved AND s.incident_id IS NOT NULL
+                  ORDER BY s.id DESC LIMIT 1
+              ) s
+              WHERE q.resolved),
+             (SELECT COALESCE(json_agg(json_build_object(
+                         'user_id', w.user_id, 'id', c.id, 'alert_title', c.alert_title,
+                         'alert_service', c.alert_service, 'affected_services', c.affected_services,
+                         'started_at', c.started_at, 'last_alert_at', c.last_alert_at,
+                         'correlated_alert_count', c.correlated_alert_count, 'embedding', c.embedding)), '[]')
+              FROM unnest($18::text[], $19::timestamptz[], $20::timestamptz[]) AS w(user_id, from_at, to_at)
+              CROSS JOIN LATERAL (
+                  SELECT i.id, i.alert_title, i.alert_service, i.affected_services, i.started_at, i.last_alert_at,
+                         i.correlated_alert_count,
+                         -- A subquery, so that it is always a key lookup (a join was planned as a
+                         -- scan of every incident's embedding, once per candidate).
+                         (SELECT e.vector FROM embeddings e
+                          WHERE e.owner_kind = 'incident' AND e.owner_id = i.id::text) AS embedding
+                  FROM incidents i
+                  WHERE i.user_id = w.user_id AND i.status = 'investigating'
+                    AND i.last_alert_at >= w.from_at AND i.started_at <= w.to_at
+                    AND i.correlated_alert_count < $21
+                  ORDER BY i.last_alert_at DESC
+                  LIMIT 200
+              ) c)",
     )
     .bind(items.iter().map(|item| item.user_id).collect::<Vec<_>>())
     .bind(items.iter().map(|item| item.alert.source.as_str()).collect::<Vec<_>>())
     .bind(items.iter().map(|item| item.alert.key.as_str()).collect::<Vec<_>>())
-    .bind(items.iter().map(|item| item.alert.group_key.as_str()).collect::<Vec<_>>())
+    .bind(
+        items
+            .iter()
+            .map(|item| item.alert.group_key.as_str())
+            .collect::<Vec<_>>(),
+    )
     .bind(items.iter().map(|item| item.alert.state.as_str()).collect::<Vec<_>>())
     .bind(items.iter().map(|item| item.alert.resolved).collect::<Vec<_>>())
     .bind(items.iter().map(|item| item.alert.kind.as_str()).collect::<Vec<_>>())
@@ -629,106 +731,63 @@ async fn record(tx: &mut Transaction<'_, Postgres>, items: &[Item<'_>]) -> sqlx:
     .bind(column(|a| a.severity.as_deref().map(|s| s.chars().take(20).collect())))
     .bind(items.iter().map(|item| item.alert.fired_at).collect::<Vec<_>>())
     .bind(items.iter().map(|item| Json(&item.alert.raw)).collect::<Vec<_>>())
-    .fetch_all(&mut **tx)
+    .bind(windows.iter().map(|w| w.0).collect::<Vec<_>>())
+    .bind(windows.iter().map(|w| w.1).collect::<Vec<_>>())
+    .bind(windows.iter().map(|w| w.2).collect::<Vec<_>>())
+    .bind(max_correlated)
+    .fetch_one(&mut **tx)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, user_id, source_type, alert_key, alert_state, fired_at)| {
-            let delivery = Delivery {
-                user_id,
-                source_type,
-                alert_key,
-                alert_state,
-                fired_at,
-            };
-            (delivery, id)
-        })
-        .collect())
+    Ok(Found {
+        recorded: recorded
+            .0
+            .into_iter()
+            .map(|row| {
+                let delivery = Delivery {
+                    user_id: row.user_id,
+                    source_type: row.source_type,
+                    alert_key: row.alert_key,
+                    alert_state: row.alert_state,
+                    fired_at: row.fired_at,
+                };
+                (delivery, row.id)
+            })
+            .collect(),
+        key_holders: key_holders.0,
+        group_incidents: group_incidents.0,
+        candidates: candidates.0,
+    })
 }
 
-/// For recoveries: the incident of the newest unresolved alert with the same group key.
-async fn incidents_of_groups<'a>(
-    tx: &mut Transaction<'_, Postgres>,
-    items: impl Iterator<Item = (&'a Item<'a>, i64)>,
-) -> sqlx::Result<HashMap<(&'a str, &'a str, &'a str), Uuid>> {
-    let groups: Vec<(&str, &str, &str)> = items
-        .map(|(item, _)| (item.user_id, item.alert.source.as_str(), item.alert.group_key.as_str()))
-        .collect();
-    lookup(
-        tx,
-        groups,
-        "SELECT q.ordinality::int, s.incident_id
-         FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS q(user_id, source_type, part, ordinality)
-         CROSS JOIN LATERAL (
-             SELECT incident_id FROM source_alerts
-             WHERE user_id = q.user_id AND source_type = q.source_type AND group_key = q.part
-               AND NOT resolved AND incident_id IS NOT NULL
-             ORDER BY id DESC LIMIT 1
-         ) s",
-    )
-    .await
-}
-
-/// For firing alerts: the open incident that already holds an alert with the same key.
-async fn incidents_holding_keys<'a>(
-    tx: &mut Transaction<'_, Postgres>,
-    items: impl Iterator<Item = (&'a Item<'a>, i64)>,
-) -> sqlx::Result<HashMap<(&'a str, &'a str, &'a str), Uuid>> {
-    let keys: Vec<(&str, &str, &str)> = items
-        .map(|(item, _)| (item.user_id, item.alert.source.as_str(), item.alert.key.as_str()))
-        .collect();
-    lookup(
-        tx,
-        keys,
-        "SELECT q.ordinality::int, s.incident_id
-         FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS q(user_id, source_type, part, ordinality)
-         CROSS JOIN LATERAL (
-             SELECT s.incident_id FROM source_alerts s
-             WHERE s.user_id = q.user_id AND s.source_type = q.source_type AND s.alert_key = q.part
-               AND NOT s.resolved AND s.incident_id IS NOT NULL
-               AND EXISTS (SELECT 1 FROM incidents i
-                           WHERE i.id = s.incident_id AND i.status IN ('investigating', 'analyzed'))
-             ORDER BY s.id DESC LIMIT 1
-         ) s",
-    )
-    .await
-}
-
-/// Runs a `(user, source, key part)` lookup whose rows are `(1-based ordinality, incident)`.
-async fn lookup<'a>(
-    tx: &mut Transaction<'_, Postgres>,
-    keys: Vec<(&'a str, &'a str, &'a str)>,
-    sql: &str,
-) -> sqlx::Result<HashMap<(&'a str, &'a str, &'a str), Uuid>> {
-    if keys.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let rows: Vec<(i32, Uuid)> = sqlx::query_as(sql)
-        .bind(keys.iter().map(|k| k.0).collect::<Vec<_>>())
-        .bind(keys.iter().map(|k| k.1).collect::<Vec<_>>())
-        .bind(keys.iter().map(|k| k.2).collect::<Vec<_>>())
-        .fetch_all(&mut **tx)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(ordinality, incident_id)| Some((*keys.get(ordinality as usize - 1)?, incident_id)))
-        .collect())
-}
-
-/// Appends the events as postgres-es would (same columns, same serialization); a sequence taken
-/// by another writer meanwhile is a conflict.
-async fn append(conn: &mut PgConnection, streams: &[(String, Vec<EventEnvelope<Incident>>)]) -> Result<(), Abort> {
+/// Appends the events as postgres-es would (same columns, same serialization), and records
+/// where each alert went, in one statement; a sequence taken by another writer meanwhile is a
+/// conflict.
+async fn append_and_record_placements(
+    conn: &mut PgConnection,
+    streams: &[(String, Vec<EventEnvelope<Incident>>)],
+    placements: &[Placement],
+) -> Result<(), Abort> {
     let events: Vec<SerializedEvent> = streams
         .iter()
         .flat_map(|(_, events)| events)
         .map(SerializedEvent::try_from)
         .collect::<Result<_, _>>()
         .map_err(|error| Abort::Failed(PlacementError::Serialization(error.to_string())))?;
-    if events.is_empty() {
+    let placed: Vec<(i64, Uuid, bool)> = placements
+        .iter()
+        .filter_map(|&(_, alert_id, placement)| {
+            placement.map(|(incident_id, correlated)| (alert_id, incident_id, correlated))
+        })
+        .collect();
+    if events.is_empty() && placed.is_empty() {
         return Ok(());
     }
     let result = sqlx::query(
-        "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
+        "WITH placed AS (
+             UPDATE source_alerts s SET incident_id = p.incident_id, correlated = p.correlated
+             FROM unnest($8::bigint[], $9::uuid[], $10::bool[]) AS p(id, incident_id, correlated)
+             WHERE s.id = p.id
+         )
+         INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
          SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json, metadata::json
          FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
              AS e(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)",
@@ -740,6 +799,9 @@ async fn append(conn: &mut PgConnection, streams: &[(String, Vec<EventEnvelope<I
     .bind(events.iter().map(|e| e.event_version.as_str()).collect::<Vec<_>>())
     .bind(events.iter().map(|e| e.payload.to_string()).collect::<Vec<_>>())
     .bind(events.iter().map(|e| e.metadata.to_string()).collect::<Vec<_>>())
+    .bind(placed.iter().map(|p| p.0).collect::<Vec<_>>())
+    .bind(placed.iter().map(|p| p.1).collect::<Vec<_>>())
+    .bind(placed.iter().map(|p| p.2).collect::<Vec<_>>())
     .execute(conn)
     .await;
     match result {
@@ -747,29 +809,6 @@ async fn append(conn: &mut PgConnection, streams: &[(String, Vec<EventEnvelope<I
         Err(sqlx::Error::Database(error)) if error.is_unique_violation() => Err(Abort::Conflict),
         Err(error) => Err(error.into()),
     }
-}
-
-async fn record_placements(tx: &mut Transaction<'_, Postgres>, placements: &[Placement]) -> sqlx::Result<()> {
-    let placed: Vec<(i64, Uuid, bool)> = placements
-        .iter()
-        .filter_map(|&(_, alert_id, placement)| {
-            placement.map(|(incident_id, correlated)| (alert_id, incident_id, correlated))
-        })
-        .collect();
-    if placed.is_empty() {
-        return Ok(());
-    }
-    sqlx::query(
-        "UPDATE source_alerts s SET incident_id = p.incident_id, correlated = p.correlated
-         FROM unnest($1::bigint[], $2::uuid[], $3::bool[]) AS p(id, incident_id, correlated)
-         WHERE s.id = p.id",
-    )
-    .bind(placed.iter().map(|p| p.0).collect::<Vec<_>>())
-    .bind(placed.iter().map(|p| p.1).collect::<Vec<_>>())
-    .bind(placed.iter().map(|p| p.2).collect::<Vec<_>>())
-    .execute(&mut **tx)
-    .await
-    .map(drop)
 }
 
 /// Where deliveries recorded by earlier notifications went.

@@ -207,8 +207,8 @@ pub async fn opening_payload(db: &PgPool, user_id: &str, source_alert_id: i64) -
         .await
 }
 
-/// An open incident the correlator may attach a new alert to.
-#[derive(Debug, Clone, sqlx::FromRow)]
+/// An open incident the correlator may attach a new alert to (placement reads these).
+#[derive(Debug, Clone, serde::Deserialize)]
 pub struct CandidateRow {
     pub id: Uuid,
     pub alert_title: Option<String>,
@@ -221,43 +221,9 @@ pub struct CandidateRow {
 }
 
 /// A correlation candidate of one of the users asked about.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, serde::Deserialize)]
 pub struct UserCandidateRow {
     pub user_id: String,
-    #[sqlx(flatten)]
+    #[serde(flatten)]
     pub candidate: CandidateRow,
-}
-
-/// For each `(user, from, to)`: the user's investigating incidents with an alert within
-/// `[from, to]` and fewer than `max_correlated` correlated alerts, most recently active first (at
-/// most 200 a user).
-pub async fn correlation_candidates(
-    db: impl sqlx::PgExecutor<'_>,
-    windows: &[(&str, DateTime<Utc>, DateTime<Utc>)],
-    max_correlated: i32,
-) -> sqlx::Result<Vec<UserCandidateRow>> {
-    let users: Vec<&str> = windows.iter().map(|(user, _, _)| *user).collect();
-    let froms: Vec<DateTime<Utc>> = windows.iter().map(|(_, from, _)| *from).collect();
-    let tos: Vec<DateTime<Utc>> = windows.iter().map(|(_, _, to)| *to).collect();
-    sqlx::query_as(
-        "SELECT w.user_id, c.*
-         FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS w(user_id, from_at, to_at)
-         CROSS JOIN LATERAL (
-             SELECT i.id, i.alert_title, i.alert_service, i.affected_services, i.started_at, i.last_alert_at,
-                    i.correlated_alert_count, e.vector AS embedding
-             FROM incidents i
-             LEFT JOIN embeddings e ON e.owner_kind = 'incident' AND e.owner_id = i.id::text
-             WHERE i.user_id = w.user_id AND i.status = 'investigating'
-               AND i.last_alert_at >= w.from_at AND i.started_at <= w.to_at
-               AND i.correlated_alert_count < $4
-             ORDER BY i.last_alert_at DESC
-             LIMIT 200
-         ) c",
-    )
-    .bind(users)
-    .bind(froms)
-    .bind(tos)
-    .bind(max_correlated)
-    .fetch_all(db)
-    .await
 }
