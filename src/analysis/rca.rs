@@ -200,15 +200,13 @@ impl RcaHandler {
         citations: &[Citation],
         job: &JobContext,
     ) -> Result<(), JobFailure> {
-        let analyses = &self.state.events.analyses;
-        let id = incident_id.to_string();
+        let mut findings = Vec::with_capacity(citations.len() + analysis.thoughts.len() + analysis.suggestions.len());
         for citation in citations {
-            let command = AnalysisCommand::RecordCitation {
+            findings.push(AnalysisCommand::RecordCitation {
                 incident_id,
                 citation: citation.clone(),
                 at: Utc::now(),
-            };
-            execute(analyses, &id, command, ACTOR).await.map_err(retryable)?;
+            });
         }
         for thought in &analysis.thoughts {
             let kind = match thought.kind {
@@ -217,14 +215,12 @@ impl RcaHandler {
                 ThoughtKind::Evidence => DomainThoughtKind::Evidence,
                 ThoughtKind::Conclusion => DomainThoughtKind::Conclusion,
             };
-            let command = AnalysisCommand::RecordThought {
+            findings.push(AnalysisCommand::RecordThought {
                 incident_id,
                 kind,
                 content: thought.content.clone(),
                 at: Utc::now(),
-            };
-            execute(analyses, &id, command, ACTOR).await.map_err(retryable)?;
-            job.checkpoint().await?;
+            });
         }
         for suggestion in &analysis.suggestions {
             let kind = match suggestion.kind {
@@ -233,20 +229,29 @@ impl RcaHandler {
                 "investigation" => SuggestionKind::Investigation,
                 _ => SuggestionKind::Diagnostic,
             };
-            let proposed = DomainSuggestion {
-                title: suggestion.title.clone(),
-                description: Some(suggestion.description.clone()),
-                kind,
-                risk: suggestion.risk,
-                command: suggestion.command.clone(),
-            };
-            let command = AnalysisCommand::ProposeSuggestion {
+            findings.push(AnalysisCommand::ProposeSuggestion {
                 incident_id,
-                suggestion: proposed,
+                suggestion: DomainSuggestion {
+                    title: suggestion.title.clone(),
+                    description: Some(suggestion.description.clone()),
+                    kind,
+                    risk: suggestion.risk,
+                    command: suggestion.command.clone(),
+                },
                 at: Utc::now(),
-            };
-            execute(analyses, &id, command, ACTOR).await.map_err(retryable)?;
+            });
         }
+        // The analysis is complete by now: its findings go in one append (and one projection)
+        // rather than one per finding, which an alert storm's many new incidents multiply.
+        job.checkpoint().await?;
+        execute(
+            &self.state.events.analyses,
+            &incident_id.to_string(),
+            AnalysisCommand::RecordAll(findings),
+            ACTOR,
+        )
+        .await
+        .map_err(retryable)?;
         Ok(())
     }
 

@@ -92,6 +92,9 @@ pub enum AnalysisCommand {
         suggestion: Suggestion,
         at: DateTime<Utc>,
     },
+    /// Several findings of one analysis at once, in order: each decided as if issued alone after
+    /// the ones before it, and all recorded or none (one append instead of one per finding).
+    RecordAll(Vec<AnalysisCommand>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -147,7 +150,7 @@ pub enum AnalysisError {
     DuplicateCitation(String),
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct IncidentAnalysis {
     citation_keys: Vec<String>,
     thoughts: usize,
@@ -159,6 +162,9 @@ impl IncidentAnalysis {
         use AnalysisCommand as C;
         use AnalysisEvent as E;
         match command {
+            C::RecordAll(_) => Err(AnalysisError::Invalid(
+                "findings recorded together are single findings".into(),
+            )),
             C::RecordThought {
                 incident_id,
                 kind,
@@ -241,8 +247,22 @@ impl Aggregate for IncidentAnalysis {
         _: &Self::Services,
         sink: &EventSink<Self>,
     ) -> Result<(), Self::Error> {
-        let event = self.decide(command)?;
-        sink.write(event, self).await;
+        let events = match command {
+            AnalysisCommand::RecordAll(commands) => {
+                let mut after = self.clone();
+                let mut events = Vec::with_capacity(commands.len());
+                for command in commands {
+                    let event = after.decide(command)?;
+                    after.apply(event.clone());
+                    events.push(event);
+                }
+                events
+            }
+            command => vec![self.decide(command)?],
+        };
+        for event in events {
+            sink.write(event, self).await;
+        }
         Ok(())
     }
 

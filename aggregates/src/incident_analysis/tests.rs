@@ -157,3 +157,66 @@ fn next_citation_key_skips_used_ones() {
     });
     assert_eq!(analysis.next_citation_key(), "3");
 }
+
+#[test]
+fn findings_recorded_together_are_decided_in_order() {
+    let thought = |content: &str| AnalysisCommand::RecordThought {
+        incident_id: incident(),
+        kind: ThoughtKind::Analysis,
+        content: content.into(),
+        at: at(),
+    };
+    Given::with(())
+        .given_no_previous_events()
+        .when(AnalysisCommand::RecordAll(vec![
+            AnalysisCommand::RecordCitation {
+                incident_id: incident(),
+                citation: citation("1"),
+                at: at(),
+            },
+            thought(" Pods restart since the deploy [1]. "),
+            AnalysisCommand::ProposeSuggestion {
+                incident_id: incident(),
+                suggestion: suggestion(Risk::Safe, "kubectl rollout undo deployment/checkout"),
+                at: at(),
+            },
+        ]))
+        .then_expect_events(vec![
+            AnalysisEvent::CitationRecorded {
+                incident_id: incident(),
+                citation: citation("1"),
+                at: at(),
+            },
+            AnalysisEvent::ThoughtRecorded {
+                incident_id: incident(),
+                kind: ThoughtKind::Analysis,
+                content: "Pods restart since the deploy [1].".into(),
+                at: at(),
+            },
+            AnalysisEvent::SuggestionProposed {
+                incident_id: incident(),
+                suggestion: suggestion(Risk::High, "kubectl rollout undo deployment/checkout"),
+                at: at(),
+            },
+        ]);
+}
+
+#[test]
+fn findings_recorded_together_are_all_refused_when_one_is() {
+    let cite = |key: &str| AnalysisCommand::RecordCitation {
+        incident_id: incident(),
+        citation: citation(key),
+        at: at(),
+    };
+    // The second `1` is a duplicate only of the first in the same batch.
+    Given::with(())
+        .given_no_previous_events()
+        .when(AnalysisCommand::RecordAll(vec![cite("1"), cite("2"), cite("1")]))
+        .then_expect_error(AnalysisError::DuplicateCitation("1".into()));
+    Given::with(())
+        .given_no_previous_events()
+        .when(AnalysisCommand::RecordAll(vec![AnalysisCommand::RecordAll(vec![
+            cite("1"),
+        ])]))
+        .then_expect_error_message("findings recorded together are single findings");
+}
