@@ -165,9 +165,15 @@ impl Tail {
             let Some(last) = events.last() else {
                 return Ok(handed_over);
             };
+            let (read, full) = (events.len() as u64, events.len() as i64 == self.batch_size);
             self.consumer.consume(&events).await?;
             self.save_checkpoint(last.transaction_id, last.global_position).await?;
-            handed_over += events.len() as u64;
+            handed_over += read;
+            // A short batch was everything readable: what commits next announces itself (and
+            // the poll covers a lost announcement), so asking again now would only find nothing.
+            if !full {
+                return Ok(handed_over);
+            }
         }
     }
 
