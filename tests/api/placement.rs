@@ -201,3 +201,44 @@ async fn a_lagging_read_row_never_loses_an_alert() {
         .await
         .contains(&"AlertCorrelated".to_owned()));
 }
+
+#[tokio::test]
+async fn a_read_row_behind_its_events_is_filled_in_before_a_batch_projects() {
+    let app = spawn_app_without_workers().await;
+    let user = app.new_user().await.id;
+    let opened = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let incident = opened["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    let patched = app
+        .send_as(
+            &user,
+            Method::PATCH,
+            &format!("/api/incidents/{incident}"),
+            Some(&json!({ "auroraStatus": "running" })),
+        )
+        .await;
+    assert_eq!(patched.status(), 200);
+    // The read row misses the PATCH's event, as when its projection was deferred to the tail.
+    sqlx::query("UPDATE incidents SET version = version - 1, aurora_status = 'idle' WHERE id = $1::uuid")
+        .bind(&incident)
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let related = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "related")).await;
+    assert_eq!(related["alerts"][0]["incident_id"], json!(incident), "{related}");
+
+    let detail: Value = app
+        .send_as(&user, Method::GET, &format!("/api/incidents/{incident}"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        detail["incident"]["auroraStatus"], "running",
+        "the missed event is applied first"
+    );
+    assert_eq!(detail["incident"]["correlatedAlertCount"], 1);
+    let live = all_incidents(&app.db).await.unwrap();
+    app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
+    assert_eq!(all_incidents(&app.db).await.unwrap(), live);
+}
