@@ -15,7 +15,7 @@ use vigil_aggregates::{
 use vigil_projections::{
     chat_sessions::ChatSessionsReadModel, connections::ConnectionsReadModel,
     incident_analysis::IncidentAnalysisReadModel, incidents::IncidentsReadModel, AppendAnnouncer, EventConsumer,
-    Projector, Tail, TailWakers,
+    Projector, ReadModel, Tail, TailWakers,
 };
 
 /// How often a command is retried after losing an optimistic-concurrency race.
@@ -37,15 +37,12 @@ pub struct AggregateStore<A: Aggregate> {
     announcer: AppendAnnouncer,
 }
 
-impl<A: Aggregate> AggregateStore<A> {
-    fn new(
-        db: &PgPool,
-        announcer: &AppendAnnouncer,
-        projection: Box<dyn cqrs_es::Query<A>>,
-        services: A::Services,
-    ) -> Self {
+impl<A: Aggregate<Services = ()> + 'static> AggregateStore<A> {
+    /// The command side of `A`, projecting each command's events into `read_model` as it commits.
+    fn new<R: ReadModel<A>>(db: &PgPool, announcer: &AppendAnnouncer, read_model: R) -> Self {
+        let projection: Box<dyn cqrs_es::Query<A>> = Box::new(Projector::new(db.clone(), read_model));
         Self {
-            cqrs: postgres_es::postgres_cqrs(db.clone(), vec![projection], services),
+            cqrs: postgres_es::postgres_cqrs(db.clone(), vec![projection], ()),
             announcer: announcer.clone(),
         }
     }
@@ -69,30 +66,10 @@ pub struct EventStore {
 impl EventStore {
     pub fn new(db: &PgPool) -> Self {
         let announcer = AppendAnnouncer::start(db.clone());
-        let chat_sessions = AggregateStore::new(
-            db,
-            &announcer,
-            Box::new(Projector::new(db.clone(), ChatSessionsReadModel)),
-            (),
-        );
-        let incidents = AggregateStore::new(
-            db,
-            &announcer,
-            Box::new(Projector::new(db.clone(), IncidentsReadModel)),
-            (),
-        );
-        let analyses = AggregateStore::new(
-            db,
-            &announcer,
-            Box::new(Projector::new(db.clone(), IncidentAnalysisReadModel)),
-            (),
-        );
-        let connections = AggregateStore::new(
-            db,
-            &announcer,
-            Box::new(Projector::new(db.clone(), ConnectionsReadModel)),
-            (),
-        );
+        let chat_sessions = AggregateStore::new(db, &announcer, ChatSessionsReadModel);
+        let incidents = AggregateStore::new(db, &announcer, IncidentsReadModel);
+        let analyses = AggregateStore::new(db, &announcer, IncidentAnalysisReadModel);
+        let connections = AggregateStore::new(db, &announcer, ConnectionsReadModel);
         Self {
             chat_sessions: Arc::new(chat_sessions),
             incidents: Arc::new(incidents),
