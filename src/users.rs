@@ -60,7 +60,7 @@ pub struct KnownUsers {
 
 impl KnownUsers {
     const FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(60);
-    /// Entries kept at most; past it the cache starts over (a flood of distinct ids stays bounded).
+    /// Users remembered at most; past it the cache starts over (memory stays bounded).
     const CAPACITY: usize = 100_000;
 
     pub fn new(db: PgPool) -> Self {

@@ -26,30 +26,7 @@ impl VectorStore {
         self.embedder.embed(text)
     }
 
-    pub async fn upsert(
-        &self,
-        executor: impl PgExecutor<'_>,
-        kind: &str,
-        owner_id: &str,
-        user_id: &str,
-        content: &str,
-        vector: &[f32],
-    ) -> sqlx::Result<()> {
-        sqlx::query(
-            "INSERT INTO embeddings (owner_kind, owner_id, user_id, content, vector) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (owner_kind, owner_id) DO UPDATE SET content = EXCLUDED.content, vector = EXCLUDED.vector",
-        )
-        .bind(kind)
-        .bind(owner_id)
-        .bind(user_id)
-        .bind(content)
-        .bind(vector)
-        .execute(executor)
-        .await
-        .map(drop)
-    }
-
-    /// [`Self::upsert`] for several entries of one kind, in one statement: `(owner id, user id,
+    /// Inserts or replaces several entries of one kind, in one statement: `(owner id, user id,
     /// content, vector)`.
     pub async fn upsert_many(
         &self,

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ProjectionError;
 
-/// The channel the `events` insert trigger notifies.
+/// The channel on which appends are announced (see [`AppendAnnouncer`]).
 pub const EVENTS_CHANNEL: &str = "vigil_events";
 /// How long a woken tail lets further appends gather before it reads.
 const COALESCE: Duration = Duration::from_millis(50);
