@@ -11,26 +11,23 @@ pub trait ReadModel<A: Aggregate>: Send + Sync + 'static {
     /// The projection's name: its checkpoint key, and what `vigil replay --projection` takes.
     const NAME: &'static str;
 
+    /// The last event sequence each aggregate's read row reflects, read in one query; an
+    /// aggregate without a read row is left out (it counts as version 0).
+    fn versions(
+        &self,
+        conn: &mut PgConnection,
+        aggregate_ids: &[&str],
+    ) -> impl std::future::Future<Output = Result<HashMap<String, i64>, ProjectionError>> + Send;
+
     /// The last event sequence of `aggregate_id` the read side reflects (0 when it has none).
     fn version(
         &self,
         conn: &mut PgConnection,
         aggregate_id: &str,
-    ) -> impl std::future::Future<Output = Result<i64, ProjectionError>> + Send;
-
-    /// The versions of several aggregates' read rows, in one query where the read model can; an
-    /// aggregate without a read row may be left out (it counts as version 0).
-    fn versions(
-        &self,
-        conn: &mut PgConnection,
-        aggregate_ids: &[&str],
-    ) -> impl std::future::Future<Output = Result<HashMap<String, i64>, ProjectionError>> + Send {
+    ) -> impl std::future::Future<Output = Result<i64, ProjectionError>> + Send {
         async move {
-            let mut versions = HashMap::with_capacity(aggregate_ids.len());
-            for &aggregate_id in aggregate_ids {
-                versions.insert(aggregate_id.to_owned(), self.version(conn, aggregate_id).await?);
-            }
-            Ok(versions)
+            let versions = self.versions(conn, &[aggregate_id]).await?;
+            Ok(versions.get(aggregate_id).copied().unwrap_or(0))
         }
     }
 

@@ -384,15 +384,21 @@ impl From<AggregateError<ConnectionError>> for AppError {
     }
 }
 
-/// Records that `user_id`'s `account_id` of `provider` is connected with the credentials at `secret_ref`.
-pub async fn mark_connected(
+/// Stores `user_id`'s credentials for `provider` and records its `account_id` as connected with them.
+#[allow(clippy::too_many_arguments)]
+pub async fn save_and_connect(
     state: &AppState,
     user_id: &str,
     provider: Provider,
+    credentials: &Value,
+    fields: &TokenFields,
     account_id: &str,
     account_name: Option<String>,
-    secret_ref: &SecretRef,
 ) -> Result<(), AppError> {
+    let secret_ref = state
+        .connections
+        .save(&state.db, user_id, provider, credentials, fields)
+        .await?;
     let command = ConnectionCommand::Connect {
         user_id: user_id.to_owned(),
         provider,

@@ -130,11 +130,16 @@ async fn auth(
         })),
         ..Default::default()
     };
-    let reference = state
-        .connections
-        .save(&state.db, &user.id, PROVIDER, &stored, &fields)
-        .await?;
-    conn::mark_connected(&state, &user.id, PROVIDER, role_arn.account_id(), None, &reference).await?;
+    conn::save_and_connect(
+        &state,
+        &user.id,
+        PROVIDER,
+        &stored,
+        &fields,
+        role_arn.account_id(),
+        None,
+    )
+    .await?;
     Ok(Json(AuthResponse {
         status: "success",
         message: format!("Connected cloud_b account {}", role_arn.account_id()),

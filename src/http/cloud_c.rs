@@ -15,6 +15,7 @@ use crate::{
     auth::AuthUser,
     connections::{self as conn, provider_unavailable, TokenFields},
     error::{AppError, ErrorBody},
+    extract::required,
     extract::JsonBody,
     state::AppState,
 };
@@ -60,14 +61,6 @@ pub struct CloudCStatus {
     provider: &'static str,
     subscription_id: Option<String>,
     subscription_name: Option<String>,
-}
-
-fn required(value: &str, field: &str) -> Result<String, AppError> {
-    let value = value.trim();
-    if value.is_empty() {
-        return Err(AppError::invalid(format!("{field} is required")));
-    }
-    Ok(value.to_owned())
 }
 
 /// Connect a service principal and one of its subscriptions.
@@ -122,17 +115,14 @@ async fn login(
         token_data: Some(json!({ "has_read_only_credentials": read_only.is_some() })),
         ..Default::default()
     };
-    let reference = state
-        .connections
-        .save(&state.db, &user.id, PROVIDER, &stored, &fields)
-        .await?;
-    conn::mark_connected(
+    conn::save_and_connect(
         &state,
         &user.id,
         PROVIDER,
+        &stored,
+        &fields,
         &subscription.subscription_id,
         Some(subscription_name.clone()),
-        &reference,
     )
     .await?;
     Ok(Json(LoginResponse {

@@ -144,17 +144,14 @@ async fn connect(
         })),
         ..Default::default()
     };
-    let reference = state
-        .connections
-        .save(&state.db, &user.id, PROVIDER, &stored, &fields)
-        .await?;
-    conn::mark_connected(
+    conn::save_and_connect(
         &state,
         &user.id,
         PROVIDER,
+        &stored,
+        &fields,
         &organization_id,
         Some(project.project_name.clone()),
-        &reference,
     )
     .await?;
     Ok(Json(ConnectResponse {

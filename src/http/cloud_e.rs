@@ -16,6 +16,7 @@ use crate::{
     auth::AuthUser,
     connections::{self as conn, provider_unavailable, TokenFields},
     error::{AppError, ErrorBody},
+    extract::required,
     extract::JsonBody,
     http::cloud_a::{disconnect_deleting, SuccessMessage},
     state::AppState,
@@ -84,14 +85,6 @@ pub struct RefreshResponse {
     expires_at: DateTime<Utc>,
 }
 
-fn required(value: &str, field: &str) -> Result<String, AppError> {
-    let value = value.trim();
-    if value.is_empty() {
-        return Err(AppError::invalid(format!("{field} is required")));
-    }
-    Ok(value.to_owned())
-}
-
 /// Connect a network: token, device listing, SSH key pair and a reusable auth key.
 #[utoipa::path(post, path = "/cloud_e_api/cloud_e/connect", tag = "cloud connections", request_body = ConnectRequest,
     security(("user_id" = []), ("session_cookie" = [])),
@@ -144,17 +137,14 @@ async fn connect(
         })),
         ..Default::default()
     };
-    let reference = state
-        .connections
-        .save(&state.db, &user.id, PROVIDER, &stored, &fields)
-        .await?;
-    conn::mark_connected(
+    conn::save_and_connect(
         &state,
         &user.id,
         PROVIDER,
+        &stored,
+        &fields,
         &client_id,
         Some(network_name.clone()),
-        &reference,
     )
     .await?;
     Ok(Json(ConnectResponse {

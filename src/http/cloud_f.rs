@@ -104,12 +104,17 @@ async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQue
         ..Default::default()
     };
     let credentials = serde_json::to_value(&tokens).expect("tokens serialise");
-    let reference = state
-        .connections
-        .save(&state.db, &user_id, PROVIDER, &credentials, &fields)
-        .await?;
     let account = tokens.email.clone().unwrap_or_else(|| DEFAULT_ACCOUNT.to_owned());
-    conn::mark_connected(&state, &user_id, PROVIDER, &account, tokens.email.clone(), &reference).await?;
+    conn::save_and_connect(
+        &state,
+        &user_id,
+        PROVIDER,
+        &credentials,
+        &fields,
+        &account,
+        tokens.email.clone(),
+    )
+    .await?;
     redirect_to_frontend(&state, PROVIDER, &[("status", "connected")])
 }
 

@@ -18,17 +18,6 @@ pub struct ChatSessionsReadModel;
 impl ReadModel<ChatSession> for ChatSessionsReadModel {
     const NAME: &'static str = "chat_sessions";
 
-    async fn version(&self, conn: &mut PgConnection, aggregate_id: &str) -> Result<i64, ProjectionError> {
-        let Ok(id) = Uuid::parse_str(aggregate_id) else {
-            return Ok(0);
-        };
-        let version = sqlx::query_scalar("SELECT version FROM chat_sessions WHERE id = $1")
-            .bind(id)
-            .fetch_optional(conn)
-            .await?;
-        Ok(version.unwrap_or(0))
-    }
-
     async fn versions(
         &self,
         conn: &mut PgConnection,

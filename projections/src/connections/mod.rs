@@ -12,12 +12,16 @@ pub struct ConnectionsReadModel;
 impl ReadModel<Connection> for ConnectionsReadModel {
     const NAME: &'static str = "user_connections";
 
-    async fn version(&self, conn: &mut PgConnection, aggregate_id: &str) -> Result<i64, ProjectionError> {
-        let version = sqlx::query_scalar("SELECT version FROM user_connections WHERE id = $1")
-            .bind(aggregate_id)
-            .fetch_optional(conn)
+    async fn versions(
+        &self,
+        conn: &mut PgConnection,
+        aggregate_ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, i64>, ProjectionError> {
+        let rows: Vec<(String, i64)> = sqlx::query_as("SELECT id, version FROM user_connections WHERE id = ANY($1)")
+            .bind(aggregate_ids)
+            .fetch_all(conn)
             .await?;
-        Ok(version.unwrap_or(0))
+        Ok(rows.into_iter().collect())
     }
 
     async fn apply(&self, conn: &mut PgConnection, event: &EventEnvelope<Connection>) -> Result<(), ProjectionError> {

@@ -19,17 +19,6 @@ pub struct IncidentsReadModel;
 impl ReadModel<Incident> for IncidentsReadModel {
     const NAME: &'static str = "incidents";
 
-    async fn version(&self, conn: &mut PgConnection, aggregate_id: &str) -> Result<i64, ProjectionError> {
-        let Ok(id) = Uuid::parse_str(aggregate_id) else {
-            return Ok(0);
-        };
-        let version = sqlx::query_scalar("SELECT version FROM incidents WHERE id = $1")
-            .bind(id)
-            .fetch_optional(conn)
-            .await?;
-        Ok(version.unwrap_or(0))
-    }
-
     async fn versions(
         &self,
         conn: &mut PgConnection,
