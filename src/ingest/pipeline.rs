@@ -38,17 +38,37 @@ pub struct IngestPipeline {
 }
 
 impl IngestPipeline {
-    /// Starts `lanes` placement tasks; they stop when the pipeline is dropped.
+    /// Starts `lanes` placement tasks on a thread of their own; they stop when the pipeline is
+    /// dropped.
+    ///
+    /// A lane is a chain of round trips, each resumed when its reply arrives. On the request
+    /// runtime, every resumption queues behind the HTTP connections' tasks, which under an alert
+    /// storm are many: a batch then spends more time waiting for a worker than for PostgreSQL.
+    /// On their own runtime (with connections of their own) the lanes are resumed at once, and
+    /// the operating system shares the cores between them and the request workers.
     pub fn start(placer: Placer, lanes: usize, max_batch_alerts: usize, linger: Duration) -> Self {
-        let placer = Arc::new(placer);
-        let lanes = (0..lanes.max(1))
-            .map(|_| {
-                let (sender, receiver) = mpsc::channel(LANE_QUEUE);
-                tokio::spawn(run_lane(placer.clone(), receiver, max_batch_alerts.max(1), linger));
-                sender
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..lanes.max(1)).map(|_| mpsc::channel(LANE_QUEUE)).unzip();
+        let max_batch_alerts = max_batch_alerts.max(1);
+        std::thread::Builder::new()
+            .name("ingest-lanes".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("the ingestion lanes' runtime starts");
+                runtime.block_on(async move {
+                    let placer = Arc::new(placer.on_own_connections(receivers.len()));
+                    let lanes: Vec<_> = receivers
+                        .into_iter()
+                        .map(|receiver| tokio::spawn(run_lane(placer.clone(), receiver, max_batch_alerts, linger)))
+                        .collect();
+                    for lane in lanes {
+                        let _ = lane.await;
+                    }
+                });
             })
-            .collect();
-        Self { lanes }
+            .expect("the ingestion lanes' thread starts");
+        Self { lanes: senders }
     }
 
     /// Places a notification's alerts; resolves once they are committed.

@@ -1,13 +1,14 @@
-//! Places a batch of notifications (from any number of users) in one transaction: records each
-//! delivery (deduplicated), then attaches a recovery to its incident, or keeps an alert with the
+//! Places a batch of notifications (from any number of users) in one transaction: deduplicates
+//! each delivery against those recorded before, then attaches a recovery to its incident, or keeps an alert with the
 //! incident already holding its key, or correlates it with an open incident, or opens a new one.
 //!
 //! The decisions are made in memory from set-based reads, the resulting commands run through the
 //! Incident aggregate's own rules (`decide`), and their events, read rows and the placements are
 //! written with the batch and committed once. Batching is what makes an alert storm cheap: a
 //! commit and its round trips are shared by every alert of the batch. A batch takes about eight
-//! round trips whatever its size: `BEGIN` with the user locks; the deliveries recorded together
-//! with every read placement needs; the events appended together with the placements; the
+//! round trips whatever its size: `BEGIN` with the user locks; every read placement needs (with
+//! ids reserved for the new deliveries); the new deliveries recorded, each with where it went,
+//! together with the events; the
 //! projection's lock and versions of incidents that existed before; one insert of new incidents
 //! (and one of their embeddings), one insert and one update for correlated alerts; `COMMIT`.
 //!
@@ -130,6 +131,17 @@ impl Placer {
         }
     }
 
+    /// The same placer on a pool of its own (of `lanes` connections), connecting from the
+    /// runtime that calls this: a connection's replies wake tasks through the runtime it was
+    /// opened on.
+    pub fn on_own_connections(mut self, lanes: usize) -> Self {
+        let options = (*self.db.connect_options()).clone();
+        self.db = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(lanes as u32)
+            .connect_lazy_with(options);
+        self
+    }
+
     /// Places every alert of every notification; the outcomes are in the notifications' order.
     pub async fn place(&self, batch: &[Notification]) -> Result<Vec<Vec<IngestedAlert>>, PlacementError> {
         let mut stale = HashSet::new();
@@ -177,18 +189,15 @@ impl Placer {
             .collect();
         let mut tx = self.db.begin_with(begin_locking_users(batch)).await?;
         let windows = self.candidate_windows(items.iter().filter(|item| !item.alert.resolved));
-        let found = record_and_look_up(&mut tx, &items, &windows, self.max_correlated()).await?;
-        let recorded = found.recorded;
+        let found = look_up(&mut tx, &items, &windows, self.max_correlated()).await?;
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
-        // The first item of each newly recorded delivery places it; later copies in the batch
-        // and earlier deliveries only report where it went.
+        // The first item of each delivery not recorded before places it (with the id reserved
+        // for it); later copies in the batch and earlier deliveries only report where it went.
         let mut claimed = HashSet::new();
         let fresh: Vec<Option<i64>> = deliveries
             .iter()
-            .map(|delivery| {
-                let id = recorded.get(delivery).copied()?;
-                claimed.insert(delivery).then_some(id)
-            })
+            .zip(&found.deliveries)
+            .map(|(delivery, row)| (!row.recorded && claimed.insert(delivery)).then_some(row.id))
             .collect();
         let keyed = |incidents: &[(usize, Uuid)], part: fn(&NormalizedAlert) -> &str| {
             incidents
@@ -288,7 +297,7 @@ impl Placer {
             plan.placements.push((index, alert_id, placement));
         }
         let (streams, states) = self.run_commands(&mut tx, &plan).await?;
-        append_and_record_placements(&mut tx, &streams, &plan.placements).await?;
+        record_and_append(&mut tx, &items, &plan.placements, &streams).await?;
         self.projector.project_appended_in(&mut tx, &streams).await?;
         let opened_ids: Vec<String> = plan.opened.iter().map(|o| o.incident_id.to_string()).collect();
         let embeddings: Vec<(&str, &str, &str, &[f32])> = plan
@@ -300,31 +309,35 @@ impl Placer {
         self.vectors
             .upsert_many(&mut *tx, vector_store::INCIDENT, &embeddings)
             .await?;
-        let earlier = earlier_deliveries(
-            &mut tx,
-            deliveries.iter().filter(|delivery| !recorded.contains_key(*delivery)),
-        )
-        .await?;
         tx.commit().await?;
         self.announcer.announce(Incident::TYPE);
         self.remember(states);
-        let mut by_delivery: HashMap<Delivery, IngestedAlert> = earlier;
-        for &(index, alert_id, placement) in &plan.placements {
-            by_delivery.insert(
-                deliveries[index].clone(),
-                IngestedAlert {
+        let placed: HashMap<&Delivery, IngestedAlert> = plan
+            .placements
+            .iter()
+            .map(|&(index, alert_id, placement)| {
+                let outcome = IngestedAlert {
                     alert_id,
                     incident_id: placement.map(|(id, _)| id),
                     correlated: placement.is_some_and(|(_, correlated)| correlated),
-                },
-            );
-        }
+                };
+                (&deliveries[index], outcome)
+            })
+            .collect();
         let mut outcomes: Vec<Vec<IngestedAlert>> = batch.iter().map(|n| Vec::with_capacity(n.alerts.len())).collect();
-        for (item, delivery) in items.iter().zip(&deliveries) {
-            let outcome = by_delivery
-                .get(delivery)
-                .cloned()
-                .ok_or_else(|| sqlx::Error::Protocol("a recorded delivery was not found again".into()))?;
+        for ((item, delivery), row) in items.iter().zip(&deliveries).zip(&found.deliveries) {
+            let outcome = if row.recorded {
+                IngestedAlert {
+                    alert_id: row.id,
+                    incident_id: row.incident_id,
+                    correlated: row.correlated,
+                }
+            } else {
+                placed
+                    .get(delivery)
+                    .cloned()
+                    .ok_or_else(|| sqlx::Error::Protocol("a delivery of the batch was not placed".into()))?
+            };
             outcomes[item.notification].push(outcome);
         }
         Ok(outcomes)
@@ -588,9 +601,16 @@ impl Candidates {
 /// The batch's statements are key lookups over arrays of parameters, whose best plan does not
 /// depend on the values: a generic plan spares PostgreSQL planning each of them on every batch
 /// (a quarter of its time under an alert storm, measured with `log_min_duration_statement`).
+/// A generic plan is made once per connection, though, from the statistics of that moment, and
+/// kept: made while the tables were young, it scanned them whole and went on doing so as they
+/// grew (seen with `auto_explain`). Every join here looks items up by key, so only nested loops
+/// over index scans are allowed, whatever the statistics say.
 fn begin_locking_users(batch: &[Notification]) -> String {
     let keys: std::collections::BTreeSet<i64> = batch.iter().map(|n| user_lock_key(&n.user_id)).collect();
-    let mut statement = String::from("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan");
+    let mut statement = String::from(
+        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off; \
+         SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off",
+    );
     for key in keys {
         statement.push_str(&format!("; SELECT pg_advisory_xact_lock({key})"));
     }
@@ -607,10 +627,10 @@ fn user_lock_key(user_id: &str) -> i64 {
 /// `(user, from, to)`: where a user's correlation candidates are looked for.
 type CandidateWindow<'a> = (&'a str, DateTime<Utc>, DateTime<Utc>);
 
-/// What one round trip records and finds for a batch (see [`record_and_look_up`]).
+/// What one round trip finds for a batch (see [`look_up`]).
 struct Found {
-    /// The deliveries recorded now (not before), with their new ids.
-    recorded: HashMap<Delivery, i64>,
+    /// One per item: its delivery's row if recorded before, or the id reserved for it.
+    deliveries: Vec<DeliveryRow>,
     /// Item index → the open incident already holding an alert with the item's key (firing items).
     key_holders: Vec<(usize, Uuid)>,
     /// Item index → the incident of the newest unresolved alert of the item's group (recoveries).
@@ -619,61 +639,56 @@ struct Found {
 }
 
 #[derive(serde::Deserialize)]
-struct RecordedRow {
+struct DeliveryRow {
     id: i64,
-    user_id: String,
-    source_type: String,
-    alert_key: String,
-    alert_state: String,
-    fired_at: DateTime<Utc>,
+    /// Whether an earlier notification recorded this delivery (`id` is then its row's).
+    recorded: bool,
+    incident_id: Option<Uuid>,
+    correlated: bool,
 }
 
-/// In one statement (one round trip): inserts every delivery not recorded before, and reads
-/// what placement decides from — the incidents holding the items' keys, the incidents of the
-/// recoveries' groups, and every user's correlation candidates. The reads run on the statement's
-/// snapshot, taken after the users' locks: they see every earlier batch, and not this batch's
-/// own rows (placement keeps track of those in memory). Lookups run for every item, recorded
-/// before or not; placement uses those of the fresh ones. The four results come back as JSON
-/// columns of one row.
-async fn record_and_look_up(
+/// In one statement (one round trip), what placement decides from: for each item, its delivery's
+/// row if an earlier notification recorded it, else a fresh id from the table's sequence; the
+/// incidents holding the items' keys; the incidents of the recoveries' groups; every user's
+/// correlation candidates. The reads run on the statement's snapshot, taken after the users'
+/// locks: they see every earlier batch of these users, which is what makes the deliveries'
+/// deduplication safe without inserting first. Lookups run for every item, recorded before or
+/// not; placement uses those of the fresh ones. The results come back as JSON columns of one row.
+///
+/// Every lookup is a lateral key lookup, so that its plan stays an index scan whatever the
+/// tables' statistics said when the (generic) plan was made: a join against the unnested items
+/// was planned, on a young table, as a scan of the whole table, and kept as it grew.
+async fn look_up(
     tx: &mut Transaction<'_, Postgres>,
     items: &[Item<'_>],
     windows: &[CandidateWindow<'_>],
     max_correlated: i32,
 ) -> sqlx::Result<Found> {
-    let column = |f: fn(&NormalizedAlert) -> Option<String>| -> Vec<Option<String>> {
-        items.iter().map(|item| f(item.alert)).collect()
-    };
     type Lookups = (
-        Json<Vec<RecordedRow>>,
+        Json<Vec<DeliveryRow>>,
         Json<Vec<(usize, Uuid)>>,
         Json<Vec<(usize, Uuid)>>,
         Json<Vec<UserCandidateRow>>,
     );
-    let (recorded, key_holders, group_incidents, candidates): Lookups = sqlx::query_as(
-        "WITH inserted AS (
-             INSERT INTO source_alerts (user_id, source_type, alert_key, group_key, alert_state, resolved, kind,
-                 alert_uid, alert_title, rule_name, rule_url, dashboard_url, panel_url, alert_service,
-                 alert_environment, alert_severity, fired_at, payload)
-             SELECT user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_key, alert_title,
-                 rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity,
-                 fired_at, payload
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::text[],
-                 $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-                 $15::text[], $16::timestamptz[], $17::jsonb[])
-                 AS a(user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_title,
-                      rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment,
-                      alert_severity, fired_at, payload)
-             ON CONFLICT ON CONSTRAINT source_alerts_delivery DO NOTHING
-             RETURNING id, user_id, source_type, alert_key, alert_state, fired_at
-         ),
-         items AS (
-             SELECT (ordinality - 1)::int AS index, user_id, source_type, alert_key, group_key, resolved
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::bool[])
-                 WITH ORDINALITY AS q(user_id, source_type, alert_key, group_key, resolved, ordinality)
+    let (deliveries, key_holders, group_incidents, candidates): Lookups = sqlx::query_as(
+        "WITH items AS (
+             SELECT (ordinality - 1)::int AS index, user_id, source_type, alert_key, group_key, alert_state,
+                    fired_at, resolved
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bool[])
+                 WITH ORDINALITY AS q(user_id, source_type, alert_key, group_key, alert_state, fired_at, resolved,
+                                      ordinality)
          )
          SELECT
-             (SELECT COALESCE(json_agg(inserted), '[]') FROM inserted),
+             (SELECT COALESCE(json_agg(json_build_object(
+                         'id', COALESCE(d.id, nextval('source_alerts_id_seq')), 'recorded', d.id IS NOT NULL,
+                         'incident_id', d.incident_id, 'correlated', COALESCE(d.correlated, false))
+                     ORDER BY q.index), '[]')
+              FROM items q LEFT JOIN LATERAL (
+                  SELECT s.id, s.incident_id, s.correlated FROM source_alerts s
+                  WHERE s.user_id = q.user_id AND s.source_type = q.source_type AND s.alert_key = q.alert_key
+                    AND s.alert_state = q.alert_state AND s.fired_at = q.fired_at
+                  LIMIT 1
+              ) d ON true),
              (SELECT COALESCE(json_agg(json_build_array(q.index, s.incident_id)), '[]')
               FROM items q CROSS JOIN LATERAL (
                   SELECT s.incident_id FROM source_alerts s
@@ -697,7 +712,7 @@ async fn record_and_look_up(
                          'alert_service', c.alert_service, 'affected_services', c.affected_services,
                          'started_at', c.started_at, 'last_alert_at', c.last_alert_at,
                          'correlated_alert_count', c.correlated_alert_count, 'embedding', c.embedding)), '[]')
-              FROM unnest($18::text[], $19::timestamptz[], $20::timestamptz[]) AS w(user_id, from_at, to_at)
+              FROM unnest($8::text[], $9::timestamptz[], $10::timestamptz[]) AS w(user_id, from_at, to_at)
               CROSS JOIN LATERAL (
                   SELECT i.id, i.alert_title, i.alert_service, i.affected_services, i.started_at, i.last_alert_at,
                          i.correlated_alert_count,
@@ -708,7 +723,7 @@ async fn record_and_look_up(
                   FROM incidents i
                   WHERE i.user_id = w.user_id AND i.status = 'investigating'
                     AND i.last_alert_at >= w.from_at AND i.started_at <= w.to_at
-                    AND i.correlated_alert_count < $21
+                    AND i.correlated_alert_count < $11
                   ORDER BY i.last_alert_at DESC
                   LIMIT 200
               ) c)",
@@ -723,52 +738,34 @@ async fn record_and_look_up(
             .collect::<Vec<_>>(),
     )
     .bind(items.iter().map(|item| item.alert.state.as_str()).collect::<Vec<_>>())
-    .bind(items.iter().map(|item| item.alert.resolved).collect::<Vec<_>>())
-    .bind(items.iter().map(|item| item.alert.kind.as_str()).collect::<Vec<_>>())
-    .bind(items.iter().map(|item| item.alert.title.as_str()).collect::<Vec<_>>())
-    .bind(column(|a| a.rule_name.clone()))
-    .bind(column(|a| a.source_url.clone()))
-    .bind(column(|a| a.dashboard_url.clone()))
-    .bind(column(|a| a.panel_url.clone()))
-    .bind(column(|a| a.service.clone()))
-    .bind(column(|a| a.environment.clone()))
-    .bind(column(|a| a.severity.as_deref().map(|s| s.chars().take(20).collect())))
     .bind(items.iter().map(|item| item.alert.fired_at).collect::<Vec<_>>())
-    .bind(items.iter().map(|item| Json(&item.alert.raw)).collect::<Vec<_>>())
+    .bind(items.iter().map(|item| item.alert.resolved).collect::<Vec<_>>())
     .bind(windows.iter().map(|w| w.0).collect::<Vec<_>>())
     .bind(windows.iter().map(|w| w.1).collect::<Vec<_>>())
     .bind(windows.iter().map(|w| w.2).collect::<Vec<_>>())
     .bind(max_correlated)
     .fetch_one(&mut **tx)
     .await?;
+    if deliveries.0.len() != items.len() {
+        return Err(sqlx::Error::Protocol("the delivery lookup lost items".into()));
+    }
     Ok(Found {
-        recorded: recorded
-            .0
-            .into_iter()
-            .map(|row| {
-                let delivery = Delivery {
-                    user_id: row.user_id,
-                    source_type: row.source_type,
-                    alert_key: row.alert_key,
-                    alert_state: row.alert_state,
-                    fired_at: row.fired_at,
-                };
-                (delivery, row.id)
-            })
-            .collect(),
+        deliveries: deliveries.0,
         key_holders: key_holders.0,
         group_incidents: group_incidents.0,
         candidates: candidates.0,
     })
 }
 
-/// Appends the events as postgres-es would (same columns, same serialization), and records
-/// where each alert went, in one statement; a sequence taken by another writer meanwhile is a
-/// conflict.
-async fn append_and_record_placements(
+/// Records the batch's new deliveries, each with where it went, and appends the events as
+/// postgres-es would (same columns, same serialization), in one statement. A sequence taken by
+/// another writer meanwhile is a conflict (as is, though the users' locks should rule it out, a
+/// delivery recorded meanwhile).
+async fn record_and_append(
     conn: &mut PgConnection,
-    streams: &[(String, Vec<EventEnvelope<Incident>>)],
+    items: &[Item<'_>],
     placements: &[Placement],
+    streams: &[(String, Vec<EventEnvelope<Incident>>)],
 ) -> Result<(), Abort> {
     let events: Vec<SerializedEvent> = streams
         .iter()
@@ -776,20 +773,28 @@ async fn append_and_record_placements(
         .map(SerializedEvent::try_from)
         .collect::<Result<_, _>>()
         .map_err(|error| Abort::Failed(PlacementError::Serialization(error.to_string())))?;
-    let placed: Vec<(i64, Uuid, bool)> = placements
-        .iter()
-        .filter_map(|&(_, alert_id, placement)| {
-            placement.map(|(incident_id, correlated)| (alert_id, incident_id, correlated))
-        })
-        .collect();
-    if events.is_empty() && placed.is_empty() {
+    if events.is_empty() && placements.is_empty() {
         return Ok(());
     }
+    let alerts: Vec<&Item> = placements.iter().map(|&(index, ..)| &items[index]).collect();
+    let text = |f: fn(&NormalizedAlert) -> &str| -> Vec<&str> { alerts.iter().map(|item| f(item.alert)).collect() };
+    let optional = |f: fn(&NormalizedAlert) -> Option<&str>| -> Vec<Option<&str>> {
+        alerts.iter().map(|item| f(item.alert)).collect()
+    };
     let result = sqlx::query(
-        "WITH placed AS (
-             UPDATE source_alerts s SET incident_id = p.incident_id, correlated = p.correlated
-             FROM unnest($8::bigint[], $9::uuid[], $10::bool[]) AS p(id, incident_id, correlated)
-             WHERE s.id = p.id
+        "WITH recorded AS (
+             INSERT INTO source_alerts (id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind,
+                 alert_uid, alert_title, rule_name, rule_url, dashboard_url, panel_url, alert_service,
+                 alert_environment, alert_severity, fired_at, payload, incident_id, correlated)
+             SELECT id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_key, alert_title,
+                 rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity,
+                 fired_at, payload, incident_id, correlated
+             FROM unnest($8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bool[],
+                 $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[],
+                 $22::text[], $23::text[], $24::timestamptz[], $25::jsonb[], $26::uuid[], $27::bool[])
+                 AS a(id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_title,
+                      rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment,
+                      alert_severity, fired_at, payload, incident_id, correlated)
          )
          INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
          SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json, metadata::json
@@ -803,9 +808,46 @@ async fn append_and_record_placements(
     .bind(events.iter().map(|e| e.event_version.as_str()).collect::<Vec<_>>())
     .bind(events.iter().map(|e| e.payload.to_string()).collect::<Vec<_>>())
     .bind(events.iter().map(|e| e.metadata.to_string()).collect::<Vec<_>>())
-    .bind(placed.iter().map(|p| p.0).collect::<Vec<_>>())
-    .bind(placed.iter().map(|p| p.1).collect::<Vec<_>>())
-    .bind(placed.iter().map(|p| p.2).collect::<Vec<_>>())
+    .bind(placements.iter().map(|&(_, alert_id, _)| alert_id).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|item| item.user_id).collect::<Vec<_>>())
+    .bind(text(|a| a.source.as_str()))
+    .bind(text(|a| a.key.as_str()))
+    .bind(text(|a| a.group_key.as_str()))
+    .bind(text(|a| a.state.as_str()))
+    .bind(alerts.iter().map(|item| item.alert.resolved).collect::<Vec<_>>())
+    .bind(text(|a| a.kind.as_str()))
+    .bind(text(|a| a.title.as_str()))
+    .bind(optional(|a| a.rule_name.as_deref()))
+    .bind(optional(|a| a.source_url.as_deref()))
+    .bind(optional(|a| a.dashboard_url.as_deref()))
+    .bind(optional(|a| a.panel_url.as_deref()))
+    .bind(optional(|a| a.service.as_deref()))
+    .bind(optional(|a| a.environment.as_deref()))
+    .bind(
+        alerts
+            .iter()
+            .map(|item| {
+                item.alert
+                    .severity
+                    .as_deref()
+                    .map(|s| s.chars().take(20).collect::<String>())
+            })
+            .collect::<Vec<_>>(),
+    )
+    .bind(alerts.iter().map(|item| item.alert.fired_at).collect::<Vec<_>>())
+    .bind(alerts.iter().map(|item| Json(&item.alert.raw)).collect::<Vec<_>>())
+    .bind(
+        placements
+            .iter()
+            .map(|&(.., placed)| placed.map(|(id, _)| id))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        placements
+            .iter()
+            .map(|&(.., placed)| placed.is_some_and(|(_, correlated)| correlated))
+            .collect::<Vec<_>>(),
+    )
     .execute(conn)
     .await;
     match result {
@@ -813,43 +855,4 @@ async fn append_and_record_placements(
         Err(sqlx::Error::Database(error)) if error.is_unique_violation() => Err(Abort::Conflict),
         Err(error) => Err(error.into()),
     }
-}
-
-/// Where deliveries recorded by earlier notifications went.
-async fn earlier_deliveries<'a>(
-    tx: &mut Transaction<'_, Postgres>,
-    deliveries: impl Iterator<Item = &'a Delivery>,
-) -> sqlx::Result<HashMap<Delivery, IngestedAlert>> {
-    let deliveries: Vec<&Delivery> = deliveries.collect();
-    if deliveries.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let rows: Vec<(i32, i64, Option<Uuid>, bool)> = sqlx::query_as(
-        "SELECT d.ordinality::int, s.id, s.incident_id, s.correlated
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
-             WITH ORDINALITY AS d(user_id, source_type, alert_key, alert_state, fired_at, ordinality)
-         JOIN source_alerts s ON s.user_id = d.user_id AND s.source_type = d.source_type
-             AND s.alert_key = d.alert_key AND s.alert_state = d.alert_state AND s.fired_at = d.fired_at",
-    )
-    .bind(deliveries.iter().map(|d| d.user_id.as_str()).collect::<Vec<_>>())
-    .bind(deliveries.iter().map(|d| d.source_type.as_str()).collect::<Vec<_>>())
-    .bind(deliveries.iter().map(|d| d.alert_key.as_str()).collect::<Vec<_>>())
-    .bind(deliveries.iter().map(|d| d.alert_state.as_str()).collect::<Vec<_>>())
-    .bind(deliveries.iter().map(|d| d.fired_at).collect::<Vec<_>>())
-    .fetch_all(&mut **tx)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(ordinality, alert_id, incident_id, correlated)| {
-            let delivery = (*deliveries.get(ordinality as usize - 1)?).clone();
-            Some((
-                delivery,
-                IngestedAlert {
-                    alert_id,
-                    incident_id,
-                    correlated,
-                },
-            ))
-        })
-        .collect())
 }
