@@ -74,6 +74,12 @@ impl StoredEvent {
 pub trait EventConsumer: Send + Sync {
     fn name(&self) -> &'static str;
     fn aggregate_type(&self) -> &'static str;
+    /// The event types whose payloads it reads; `None` for all. The tail hands over events of
+    /// other types too (their positions move the checkpoint) with `null` payload and metadata,
+    /// so that a consumer of one kind of event does not fetch and parse every event's payload.
+    fn event_types(&self) -> Option<&[&'static str]> {
+        None
+    }
     /// Handles a batch; an error leaves the checkpoint where it was, so the batch comes again.
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError>;
     /// Forgets everything consumed so far (a projection truncates its tables).
@@ -149,17 +155,23 @@ impl Tail {
         loop {
             let (transaction_id, position) = self.checkpoint().await?;
             let events: Vec<StoredEvent> = sqlx::query_as(&format!(
-                "{} WHERE aggregate_type = $1
-                   AND (transaction_id, global_position) > ($2::bigint::text::xid8, $3)
-                   AND transaction_id < {SAFE_HORIZON}
-                 ORDER BY transaction_id, global_position
-                 LIMIT $4",
-                StoredEvent::SELECT
+                "SELECT global_position, transaction_id::text::bigint AS transaction_id, aggregate_type,
+                        aggregate_id, sequence, event_type, event_version,
+                        CASE WHEN read THEN payload ELSE 'null' END AS payload,
+                        CASE WHEN read THEN metadata ELSE 'null' END AS metadata, recorded_at
+                 FROM (SELECT *, $5::text[] IS NULL OR event_type = ANY($5::text[]) AS read FROM events
+                       WHERE aggregate_type = $1
+                         AND (transaction_id, global_position) > ($2::bigint::text::xid8, $3)
+                         AND transaction_id < {SAFE_HORIZON}
+                       ORDER BY transaction_id, global_position
+                       LIMIT $4) AS batch
+                 ORDER BY transaction_id, global_position"
             ))
             .bind(self.consumer.aggregate_type())
             .bind(transaction_id)
             .bind(position)
             .bind(self.batch_size)
+            .bind(self.consumer.event_types())
             .fetch_all(&self.pool)
             .await?;
             let Some(last) = events.last() else {

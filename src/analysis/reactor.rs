@@ -25,6 +25,10 @@ impl EventConsumer for JobReactor {
         "Incident"
     }
 
+    fn event_types(&self) -> Option<&[&'static str]> {
+        Some(std::slice::from_ref(&self.event_type))
+    }
+
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
         let jobs: Vec<NewJob> = events
             .iter()

@@ -239,3 +239,71 @@ async fn the_tail_never_skips_an_event_committed_after_a_later_position() {
         "the checkpoint holds: no redelivery"
     );
 }
+
+/// Reads only `Wanted` events' payloads; records what it is handed.
+struct WantedOnly(std::sync::Mutex<Vec<(String, serde_json::Value)>>);
+
+#[async_trait::async_trait]
+impl vigil_projections::EventConsumer for WantedOnly {
+    fn name(&self) -> &'static str {
+        "wanted_only"
+    }
+    fn aggregate_type(&self) -> &'static str {
+        "TypeProbe"
+    }
+    fn event_types(&self) -> Option<&[&'static str]> {
+        Some(&["Wanted"])
+    }
+    async fn consume(
+        &self,
+        events: &[vigil_projections::StoredEvent],
+    ) -> Result<(), vigil_projections::ProjectionError> {
+        self.0.lock().unwrap().extend(
+            events
+                .iter()
+                .map(|event| (event.event_type.clone(), event.payload.clone())),
+        );
+        Ok(())
+    }
+    async fn reset(&self) -> Result<(), vigil_projections::ProjectionError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_consumer_of_some_event_types_reads_only_their_payloads_and_passes_the_others() {
+    let app = spawn_app().await;
+    let consumer = std::sync::Arc::new(WantedOnly(Default::default()));
+    let tail = vigil_projections::Tail::new(app.db.clone(), consumer.clone());
+    for (sequence, event_type) in [(1, "Other"), (2, "Wanted"), (3, "Other")] {
+        sqlx::query(
+            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
+             VALUES ('TypeProbe', 'probe', $1, $2, '1', json_build_object('n', $1), '{}')",
+        )
+        .bind(sequence as i64)
+        .bind(event_type)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    }
+
+    eventually("all three handed over", || async {
+        tail.catch_up().await.unwrap();
+        (consumer.0.lock().unwrap().len() == 3).then_some(())
+    })
+    .await;
+    assert_eq!(
+        *consumer.0.lock().unwrap(),
+        [
+            ("Other".to_owned(), serde_json::Value::Null),
+            ("Wanted".to_owned(), serde_json::json!({ "n": 2 })),
+            ("Other".to_owned(), serde_json::Value::Null),
+        ]
+    );
+    tail.catch_up().await.unwrap();
+    assert_eq!(
+        consumer.0.lock().unwrap().len(),
+        3,
+        "the checkpoint passed the unread ones"
+    );
+}
