@@ -137,7 +137,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
     }
 
     /// Across incidents: every opening event in one insert, then every run of correlated alerts
-    /// that follows in one insert and one update; the rest incident by incident, in order.
+    /// that follows in one statement; the rest incident by incident, in order.
     async fn apply_runs(
         &self,
         conn: &mut PgConnection,
@@ -301,8 +301,8 @@ impl<'a> AlertsJoined<'a> {
 }
 
 /// Records correlated alerts (each with the time its incident received it) and folds them into
-/// their incidents' counts, services and last alert times: one insert and one update for any
-/// number of incidents.
+/// their incidents' counts, services and last alert times: one statement for any number of
+/// incidents.
 async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Result<(), ProjectionError> {
     let rows: Vec<(&AlertInfo, &Correlation, Uuid, DateTime<Utc>)> = joined
         .iter()
@@ -316,34 +316,6 @@ async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Res
     if rows.is_empty() {
         return Ok(());
     }
-    sqlx::query(
-        "INSERT INTO correlated_alerts (user_id, incident_id, source_type, source_alert_id, alert_title, alert_service,
-             alert_severity, correlation_strategy, correlation_score, correlation_details, alert_metadata, fired_at,
-             received_at)
-         SELECT i.user_id, i.id, a.source_type, a.source_alert_id, a.alert_title, a.alert_service, a.alert_severity,
-             a.strategy, a.score, a.details, a.metadata, a.fired_at, a.received_at
-         FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-                 $8::float8[], $9::jsonb[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[])
-             WITH ORDINALITY AS a(incident_id, source_type, source_alert_id, alert_title, alert_service,
-                 alert_severity, strategy, score, details, metadata, fired_at, received_at, ordinality)
-         JOIN incidents i ON i.id = a.incident_id
-         ORDER BY a.ordinality
-         ON CONFLICT (incident_id, source_type, source_alert_id) DO NOTHING",
-    )
-    .bind(rows.iter().map(|row| row.2).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.source_type.as_str()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.source_alert_id).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.title.as_str()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.service.as_deref()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.severity.as_deref()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.1.strategy.as_str()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.1.score).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| Json(&row.1.details)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| Json(&row.0.metadata)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.fired_at).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.3).collect::<Vec<_>>())
-    .execute(&mut *conn)
-    .await?;
     let services = |group: &AlertsJoined| -> Vec<String> {
         group
             .alerts
@@ -351,8 +323,23 @@ async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Res
             .filter_map(|(alert, _, _)| alert.service.clone())
             .collect()
     };
+    // One statement: the update does not read the inserted rows, so they need not be apart.
     sqlx::query(
-        "UPDATE incidents SET
+        "WITH recorded AS (
+             INSERT INTO correlated_alerts (user_id, incident_id, source_type, source_alert_id, alert_title,
+                 alert_service, alert_severity, correlation_strategy, correlation_score, correlation_details,
+                 alert_metadata, fired_at, received_at)
+             SELECT i.user_id, i.id, a.source_type, a.source_alert_id, a.alert_title, a.alert_service,
+                 a.alert_severity, a.strategy, a.score, a.details, a.metadata, a.fired_at, a.received_at
+             FROM unnest($7::uuid[], $8::text[], $9::bigint[], $10::text[], $11::text[], $12::text[], $13::text[],
+                     $14::float8[], $15::jsonb[], $16::jsonb[], $17::timestamptz[], $18::timestamptz[])
+                 WITH ORDINALITY AS a(incident_id, source_type, source_alert_id, alert_title, alert_service,
+                     alert_severity, strategy, score, details, metadata, fired_at, received_at, ordinality)
+             JOIN incidents i ON i.id = a.incident_id
+             ORDER BY a.ordinality
+             ON CONFLICT (incident_id, source_type, source_alert_id) DO NOTHING
+         )
+         UPDATE incidents SET
              correlated_alert_count = correlated_alert_count + u.joined,
              affected_services = ARRAY(
                  SELECT DISTINCT unnest(affected_services || ARRAY(SELECT jsonb_array_elements_text(u.services)))
@@ -374,6 +361,18 @@ async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Res
             .map(|group| group.alerts.iter().map(|(alert, _, _)| alert.fired_at).max())
             .collect::<Vec<_>>(),
     )
+    .bind(rows.iter().map(|row| row.2).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.source_type.as_str()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.source_alert_id).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.title.as_str()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.service.as_deref()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.severity.as_deref()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.1.strategy.as_str()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.1.score).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| Json(&row.1.details)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| Json(&row.0.metadata)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.0.fired_at).collect::<Vec<_>>())
+    .bind(rows.iter().map(|row| row.3).collect::<Vec<_>>())
     .execute(conn)
     .await?;
     Ok(())
