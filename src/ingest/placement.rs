@@ -5,12 +5,12 @@
 //! The decisions are made in memory from set-based reads, the resulting commands run through the
 //! Incident aggregate's own rules (`decide`), and their events, read rows and the placements are
 //! written with the batch and committed once. Batching is what makes an alert storm cheap: a
-//! commit and its round trips are shared by every alert of the batch. A batch takes about eight
+//! commit and its round trips are shared by every alert of the batch. A batch takes at most seven
 //! round trips whatever its size: `BEGIN` with the user locks; every read placement needs (with
 //! ids reserved for the new deliveries); the new deliveries recorded, each with where it went,
-//! together with the events; the
-//! projection's lock and versions of incidents that existed before; one insert of new incidents
-//! (and one of their embeddings), one insert and one update for correlated alerts; `COMMIT`.
+//! together with the events; the projection's lock, then versions, of incidents that existed
+//! before; the read rows (new incidents with their embeddings, correlated alerts with their
+//! incidents' counts); `COMMIT`.
 //!
 //! Serialization: every user of the batch is locked with a transaction-scoped advisory lock, so
 //! instances sharing the database never decide for one user at once (100 concurrent alerts of one
@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use cqrs_es::{persist::SerializedEvent, Aggregate, EventEnvelope};
+use cqrs_es::{Aggregate, DomainEvent, EventEnvelope};
 use sqlx::{types::Json, PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 use vigil_aggregates::{
@@ -555,7 +555,10 @@ impl Candidates {
         let title = row.alert_title.unwrap_or_default();
         self.ids.push(row.id);
         self.scored.push(CandidateIncident {
-            embedding: row.embedding.unwrap_or_else(|| vectors.embed(&title)),
+            // Computed again rather than read back: an incident's title never changes, placement
+            // stored exactly this vector when it opened the incident, and a stored vector is a
+            // few kilobytes of JSON per candidate per batch where computing it takes microseconds.
+            embedding: vectors.embed(&title),
             title,
             primary_service: row.alert_service,
             affected_services: row.affected_services,
@@ -711,15 +714,11 @@ async fn look_up(
                          'user_id', w.user_id, 'id', c.id, 'alert_title', c.alert_title,
                          'alert_service', c.alert_service, 'affected_services', c.affected_services,
                          'started_at', c.started_at, 'last_alert_at', c.last_alert_at,
-                         'correlated_alert_count', c.correlated_alert_count, 'embedding', c.embedding)), '[]')
+                         'correlated_alert_count', c.correlated_alert_count)), '[]')
               FROM unnest($8::text[], $9::timestamptz[], $10::timestamptz[]) AS w(user_id, from_at, to_at)
               CROSS JOIN LATERAL (
                   SELECT i.id, i.alert_title, i.alert_service, i.affected_services, i.started_at, i.last_alert_at,
-                         i.correlated_alert_count,
-                         -- A subquery, so that it is always a key lookup (a join was planned as a
-                         -- scan of every incident's embedding, once per candidate).
-                         (SELECT e.vector FROM embeddings e
-                          WHERE e.owner_kind = 'incident' AND e.owner_id = i.id::text) AS embedding
+                         i.correlated_alert_count
                   FROM incidents i
                   WHERE i.user_id = w.user_id AND i.status = 'investigating'
                     AND i.last_alert_at >= w.from_at AND i.started_at <= w.to_at
@@ -758,7 +757,7 @@ async fn look_up(
 }
 
 /// Records the batch's new deliveries, each with where it went, and appends the events as
-/// postgres-es would (same columns, same serialization), in one statement. A sequence taken by
+/// postgres-es would (same columns, same JSON), in one statement. A sequence taken by
 /// another writer meanwhile is a conflict (as is, though the users' locks should rule it out, a
 /// delivery recorded meanwhile).
 async fn record_and_append(
@@ -767,11 +766,20 @@ async fn record_and_append(
     placements: &[Placement],
     streams: &[(String, Vec<EventEnvelope<Incident>>)],
 ) -> Result<(), Abort> {
-    let events: Vec<SerializedEvent> = streams
+    let events: Vec<(&str, &EventEnvelope<Incident>, String, String)> = streams
         .iter()
-        .flat_map(|(_, events)| events)
-        .map(SerializedEvent::try_from)
-        .collect::<Result<_, _>>()
+        .flat_map(|(aggregate_id, events)| events.iter().map(move |event| (aggregate_id.as_str(), event)))
+        .map(|(aggregate_id, event)| {
+            // Straight to text: postgres-es goes through a `serde_json::Value` first, which
+            // stores the same JSON after an allocation per field.
+            Ok((
+                aggregate_id,
+                event,
+                serde_json::to_string(&event.payload)?,
+                serde_json::to_string(&event.metadata)?,
+            ))
+        })
+        .collect::<Result<_, serde_json::Error>>()
         .map_err(|error| Abort::Failed(PlacementError::Serialization(error.to_string())))?;
     if events.is_empty() && placements.is_empty() {
         return Ok(());
@@ -801,13 +809,13 @@ async fn record_and_append(
          FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
              AS e(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)",
     )
-    .bind(events.iter().map(|e| e.aggregate_type.as_str()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.aggregate_id.as_str()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.sequence as i64).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.event_version.as_str()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.payload.to_string()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.metadata.to_string()).collect::<Vec<_>>())
+    .bind(vec![Incident::TYPE; events.len()])
+    .bind(events.iter().map(|e| e.0).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.1.sequence as i64).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.1.payload.event_type()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.1.payload.event_version()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.2.as_str()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.3.as_str()).collect::<Vec<_>>())
     .bind(placements.iter().map(|&(_, alert_id, _)| alert_id).collect::<Vec<_>>())
     .bind(alerts.iter().map(|item| item.user_id).collect::<Vec<_>>())
     .bind(text(|a| a.source.as_str()))

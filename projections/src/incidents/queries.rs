@@ -217,7 +217,6 @@ pub struct CandidateRow {
     pub started_at: DateTime<Utc>,
     pub last_alert_at: DateTime<Utc>,
     pub correlated_alert_count: i32,
-    pub embedding: Option<Vec<f32>>,
 }
 
 /// A correlation candidate of one of the users asked about.
