@@ -142,20 +142,32 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
 
     /// Projects events that the caller's transaction has just appended to several aggregates,
     /// in a fixed number of statements however many aggregates there are (a batch writer's path).
+    ///
     /// An aggregate's stream starting at sequence 1 is new: no other transaction can see its
-    /// events, so it needs neither lock nor version. The others are locked together, in one
-    /// order everywhere, and their versions read at once.
+    /// events, so it needs neither lock nor version. So is one whose appended events follow
+    /// straight on from the read model's version as the caller's transaction read it before
+    /// appending (`seen`): every earlier event was projected then, and a later one that another
+    /// transaction could project would have taken a sequence this append uses (the append would
+    /// have failed). The others are locked together, in one order everywhere, and their
+    /// versions read at once.
     pub async fn project_appended_in(
         &self,
         conn: &mut PgConnection,
         streams: &[(String, Vec<EventEnvelope<A>>)],
+        seen: &HashMap<String, i64>,
     ) -> Result<(), ProjectionError> {
+        let continues_seen = |aggregate_id: &String, first: &EventEnvelope<A>| {
+            first.sequence == 1
+                || seen
+                    .get(aggregate_id)
+                    .is_some_and(|&version| first.sequence as i64 == version + 1)
+        };
         let existing: Vec<&str> = streams
             .iter()
-            .filter(|(_, events)| events.first().is_some_and(|event| event.sequence > 1))
+            .filter(|(aggregate_id, events)| events.first().is_some_and(|first| !continues_seen(aggregate_id, first)))
             .map(|(aggregate_id, _)| aggregate_id.as_str())
             .collect();
-        let versions = if existing.is_empty() {
+        let mut versions = if existing.is_empty() {
             HashMap::new()
         } else {
             sqlx::query(
@@ -169,6 +181,14 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
             .await?;
             self.read_model.versions(conn, &existing).await?
         };
+        for (aggregate_id, events) in streams {
+            if let Some(first) = events
+                .first()
+                .filter(|first| first.sequence > 1 && continues_seen(aggregate_id, first))
+            {
+                versions.insert(aggregate_id.clone(), first.sequence as i64 - 1);
+            }
+        }
         let mut gaps = Vec::new();
         for (aggregate_id, events) in streams {
             let Some(first) = events.first() else {

@@ -211,7 +211,13 @@ impl Placer {
                 })
                 .collect::<HashMap<(&str, &str, &str), Uuid>>()
         };
-        let recoveries = keyed(&found.group_incidents, |alert| alert.group_key.as_str());
+        let group_incidents: Vec<(usize, Uuid)> = found
+            .group_incidents
+            .iter()
+            .map(|&(index, id, _)| (index, id))
+            .collect();
+        let recoveries = keyed(&group_incidents, |alert| alert.group_key.as_str());
+        let versions_seen = found.versions_seen();
         let holders = keyed(&found.key_holders, |alert| alert.key.as_str());
         let mut candidates = self.candidates(found.candidates, &windows, stale);
         let mut plan = Plan::default();
@@ -298,7 +304,9 @@ impl Placer {
         }
         let (streams, states) = self.run_commands(&mut tx, &plan).await?;
         record_and_append(&mut tx, &items, &plan.placements, &streams).await?;
-        self.projector.project_appended_in(&mut tx, &streams).await?;
+        self.projector
+            .project_appended_in(&mut tx, &streams, &versions_seen)
+            .await?;
         let opened_ids: Vec<String> = plan.opened.iter().map(|o| o.incident_id.to_string()).collect();
         let embeddings: Vec<(&str, &str, &str, &[f32])> = plan
             .opened
@@ -636,9 +644,29 @@ struct Found {
     deliveries: Vec<DeliveryRow>,
     /// Item index → the open incident already holding an alert with the item's key (firing items).
     key_holders: Vec<(usize, Uuid)>,
-    /// Item index → the incident of the newest unresolved alert of the item's group (recoveries).
-    group_incidents: Vec<(usize, Uuid)>,
+    /// Item index → the incident of the newest unresolved alert of the item's group (recoveries),
+    /// with its read row's version.
+    group_incidents: Vec<(usize, Uuid, Option<i64>)>,
     candidates: Vec<UserCandidateRow>,
+}
+
+impl Found {
+    /// The read-row versions of every incident the batch may append to, as this transaction
+    /// read them (under the users' locks, before appending): see `Projector::project_appended_in`.
+    fn versions_seen(&self) -> HashMap<String, i64> {
+        let candidates = self
+            .candidates
+            .iter()
+            .map(|row| (row.candidate.id, row.candidate.version));
+        let groups = self
+            .group_incidents
+            .iter()
+            .filter_map(|&(_, incident_id, version)| Some((incident_id, version?)));
+        candidates
+            .chain(groups)
+            .map(|(incident_id, version)| (incident_id.to_string(), version))
+            .collect()
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -670,7 +698,7 @@ async fn look_up(
     type Lookups = (
         Json<Vec<DeliveryRow>>,
         Json<Vec<(usize, Uuid)>>,
-        Json<Vec<(usize, Uuid)>>,
+        Json<Vec<(usize, Uuid, Option<i64>)>>,
         Json<Vec<UserCandidateRow>>,
     );
     let (deliveries, key_holders, group_incidents, candidates): Lookups = sqlx::query_as(
@@ -702,7 +730,9 @@ async fn look_up(
                   ORDER BY s.id DESC LIMIT 1
               ) s
               WHERE NOT q.resolved),
-             (SELECT COALESCE(json_agg(json_build_array(q.index, s.incident_id)), '[]')
+             (SELECT COALESCE(json_agg(json_build_array(q.index, s.incident_id,
+                                                        (SELECT i.version FROM incidents i WHERE i.id = s.incident_id))),
+                              '[]')
               FROM items q CROSS JOIN LATERAL (
                   SELECT incident_id FROM source_alerts s
                   WHERE s.user_id = q.user_id AND s.source_type = q.source_type AND s.group_key = q.group_key
@@ -714,11 +744,11 @@ async fn look_up(
                          'user_id', w.user_id, 'id', c.id, 'alert_title', c.alert_title,
                          'alert_service', c.alert_service, 'affected_services', c.affected_services,
                          'started_at', c.started_at, 'last_alert_at', c.last_alert_at,
-                         'correlated_alert_count', c.correlated_alert_count)), '[]')
+                         'correlated_alert_count', c.correlated_alert_count, 'version', c.version)), '[]')
               FROM unnest($8::text[], $9::timestamptz[], $10::timestamptz[]) AS w(user_id, from_at, to_at)
               CROSS JOIN LATERAL (
                   SELECT i.id, i.alert_title, i.alert_service, i.affected_services, i.started_at, i.last_alert_at,
-                         i.correlated_alert_count
+                         i.correlated_alert_count, i.version
                   FROM incidents i
                   WHERE i.user_id = w.user_id AND i.status = 'investigating'
                     AND i.last_alert_at >= w.from_at AND i.started_at <= w.to_at

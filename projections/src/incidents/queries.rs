@@ -217,6 +217,8 @@ pub struct CandidateRow {
     pub started_at: DateTime<Utc>,
     pub last_alert_at: DateTime<Utc>,
     pub correlated_alert_count: i32,
+    /// The last event sequence the row reflects.
+    pub version: i64,
 }
 
 /// A correlation candidate of one of the users asked about.
