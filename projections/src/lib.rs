@@ -13,5 +13,5 @@ mod tail;
 pub use error::ProjectionError;
 pub use projector::{Projector, ReadModel};
 pub use tail::{
-    listen_for_appends, replay, AppendAnnouncer, EventConsumer, StoredEvent, Tail, TailWakers, EVENTS_CHANNEL,
+    listen_for_appends, replay, AppendAnnouncer, EventConsumer, Payloads, StoredEvent, Tail, TailWakers, EVENTS_CHANNEL,
 };

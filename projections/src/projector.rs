@@ -1,10 +1,13 @@
-use std::{collections::HashMap, marker::PhantomData};
+use std::{
+    collections::{HashMap, HashSet},
+    marker::PhantomData,
+};
 
 use async_trait::async_trait;
 use cqrs_es::{Aggregate, EventEnvelope, Query};
 use sqlx::{PgConnection, PgPool};
 
-use crate::{tail::StoredEvent, EventConsumer, ProjectionError};
+use crate::{tail::StoredEvent, EventConsumer, Payloads, ProjectionError};
 
 /// A read table (or several) kept from one aggregate's events.
 pub trait ReadModel<A: Aggregate>: Send + Sync + 'static {
@@ -244,32 +247,49 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
         A::TYPE
     }
 
+    /// Most events reached the read side through the command path already, so the tail hands
+    /// them over without payloads: one query finds which aggregates are behind, and one more
+    /// fetches just the events they miss.
+    fn payloads(&self) -> Payloads<'_> {
+        Payloads::None
+    }
+
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
-        let mut by_aggregate: HashMap<&str, Vec<EventEnvelope<A>>> = HashMap::new();
-        let mut order = Vec::new();
-        for stored in events {
-            let envelope = stored.envelope::<A>()?;
-            by_aggregate
-                .entry(stored.aggregate_id.as_str())
-                .or_insert_with(|| {
-                    order.push(stored.aggregate_id.as_str());
-                    Vec::new()
-                })
-                .push(envelope);
+        let mut seen = HashSet::new();
+        let order: Vec<&str> = events
+            .iter()
+            .map(|event| event.aggregate_id.as_str())
+            .filter(|aggregate_id| seen.insert(*aggregate_id))
+            .collect();
+        let mut conn = self.pool.acquire().await?;
+        let versions = self.read_model.versions(&mut conn, &order).await?;
+        let missed: Vec<i64> = events
+            .iter()
+            .filter(|event| event.sequence > versions.get(&event.aggregate_id).copied().unwrap_or(0))
+            .map(|event| event.global_position)
+            .collect();
+        if missed.is_empty() {
+            return Ok(());
         }
-        // Most events reached the read side through the command path already: one query finds
-        // which aggregates still need the (locked, per-aggregate) projection.
-        let versions = {
-            let mut conn = self.pool.acquire().await?;
-            self.read_model.versions(&mut conn, &order).await?
-        };
+        let rows: Vec<StoredEvent> = sqlx::query_as(&format!(
+            "{} WHERE global_position = ANY($1) ORDER BY aggregate_id, sequence",
+            StoredEvent::SELECT
+        ))
+        .bind(&missed)
+        .fetch_all(&mut *conn)
+        .await?;
+        drop(conn);
+        let mut by_aggregate: HashMap<&str, Vec<EventEnvelope<A>>> = HashMap::new();
+        for row in &rows {
+            by_aggregate
+                .entry(row.aggregate_id.as_str())
+                .or_default()
+                .push(row.envelope::<A>()?);
+        }
         for aggregate_id in order {
-            let events = &by_aggregate[aggregate_id];
-            let reflected = versions.get(aggregate_id).copied().unwrap_or(0);
-            if events.last().is_some_and(|last| last.sequence as i64 <= reflected) {
-                continue;
+            if let Some(events) = by_aggregate.get(aggregate_id) {
+                self.project(aggregate_id, events).await?;
             }
-            self.project(aggregate_id, events).await?;
         }
         Ok(())
     }

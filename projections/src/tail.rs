@@ -74,16 +74,37 @@ impl StoredEvent {
 pub trait EventConsumer: Send + Sync {
     fn name(&self) -> &'static str;
     fn aggregate_type(&self) -> &'static str;
-    /// The event types whose payloads it reads; `None` for all. The tail hands over events of
-    /// other types too (their positions move the checkpoint) with `null` payload and metadata,
-    /// so that a consumer of one kind of event does not fetch and parse every event's payload.
-    fn event_types(&self) -> Option<&[&'static str]> {
-        None
+    /// Which events the tail hands over with their payload and metadata. The others come too
+    /// (their positions move the checkpoint), with `null` in both, so that a consumer of one
+    /// kind of event, or one that usually finds its work done, does not fetch and parse every
+    /// event's payload.
+    fn payloads(&self) -> Payloads<'_> {
+        Payloads::All
     }
     /// Handles a batch; an error leaves the checkpoint where it was, so the batch comes again.
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError>;
     /// Forgets everything consumed so far (a projection truncates its tables).
     async fn reset(&self) -> Result<(), ProjectionError>;
+}
+
+/// See [`EventConsumer::payloads`].
+#[derive(Clone, Copy, Debug)]
+pub enum Payloads<'a> {
+    All,
+    OfTypes(&'a [&'static str]),
+    /// None: the consumer fetches what it needs itself.
+    None,
+}
+
+impl<'a> Payloads<'a> {
+    /// The tail's `$5`: `NULL` reads every payload, an array only those of its types.
+    fn as_types(self) -> Option<&'a [&'static str]> {
+        match self {
+            Payloads::All => None,
+            Payloads::OfTypes(types) => Some(types),
+            Payloads::None => Some(&[]),
+        }
+    }
 }
 
 /// Feeds one consumer every event of its aggregate type exactly in the order the checkpoint
@@ -171,7 +192,7 @@ impl Tail {
             .bind(transaction_id)
             .bind(position)
             .bind(self.batch_size)
-            .bind(self.consumer.event_types())
+            .bind(self.consumer.payloads().as_types())
             .fetch_all(&self.pool)
             .await?;
             let Some(last) = events.last() else {

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use sqlx::PgPool;
-use vigil_projections::{EventConsumer, ProjectionError, StoredEvent};
+use vigil_projections::{EventConsumer, Payloads, ProjectionError, StoredEvent};
 
 use crate::jobs::{enqueue_many_in, NewJob};
 
@@ -25,8 +25,8 @@ impl EventConsumer for JobReactor {
         "Incident"
     }
 
-    fn event_types(&self) -> Option<&[&'static str]> {
-        Some(std::slice::from_ref(&self.event_type))
+    fn payloads(&self) -> Payloads<'_> {
+        Payloads::OfTypes(std::slice::from_ref(&self.event_type))
     }
 
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {

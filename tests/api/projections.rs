@@ -251,8 +251,8 @@ impl vigil_projections::EventConsumer for WantedOnly {
     fn aggregate_type(&self) -> &'static str {
         "TypeProbe"
     }
-    fn event_types(&self) -> Option<&[&'static str]> {
-        Some(&["Wanted"])
+    fn payloads(&self) -> vigil_projections::Payloads<'_> {
+        vigil_projections::Payloads::OfTypes(&["Wanted"])
     }
     async fn consume(
         &self,
