@@ -15,7 +15,7 @@ use crate::{
     ingest::{pipeline::IngestPipeline, placement::Placer},
     metrics::HttpMetrics,
     rate_limit::RateLimiter,
-    state::AppState,
+    state::{AppState, Services},
     vector_store::VectorStore,
     ws,
 };
@@ -55,7 +55,7 @@ impl Application {
         let correlation = Arc::new(crate::ingest::service::correlation_config(&config)?);
         let connections = Arc::new(crate::connections::Connectors::from_config(&config, &db)?);
         let events = Arc::new(EventStore::new(&db));
-        let state = AppState {
+        let state = AppState::new(Services {
             rate_limiter: Arc::new(RateLimiter::new(
                 &cache,
                 config.rate_limit_per_minute,
@@ -93,7 +93,7 @@ impl Application {
             websocket_addr,
             connections,
             config: Arc::new(config),
-        };
+        });
         Ok(Self {
             http_listener,
             ws_listener,

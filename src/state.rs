@@ -14,9 +14,27 @@ use crate::{
     vector_store::VectorStore,
 };
 
-/// Everything a handler may need, cheap to clone.
+/// Everything a handler may need; a clone is one reference count (axum clones the state for
+/// every extractor and middleware of every request).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl AppState {
+    pub fn new(services: Services) -> Self {
+        Self(Arc::new(services))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+pub struct Services {
     pub config: Arc<Config>,
     pub db: PgPool,
     pub events: Arc<EventStore>,
