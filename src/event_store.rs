@@ -80,6 +80,7 @@ impl EventStore {
             // the analysis tables, which the analysis projection then rebuilds).
             consumers: vec![
                 Arc::new(Projector::new(db.clone(), IncidentsReadModel)),
+                Arc::new(crate::vector_store::IncidentEmbeddings::new(db.clone())),
                 Arc::new(Projector::new(db.clone(), IncidentAnalysisReadModel)),
                 Arc::new(Projector::new(db.clone(), ChatSessionsReadModel)),
                 Arc::new(Projector::new(db.clone(), ConnectionsReadModel)),

@@ -2,10 +2,17 @@
 //! kept in PostgreSQL (`embeddings`) and compared in process; the embedding is the built-in
 //! feature-hashing one, which needs no model and gives the same vector on every machine.
 
+use cqrs_es::Aggregate;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
-use vigil_aggregates::correlation::{cosine, Embedder, HashedNgramEmbedder};
-use vigil_projections::incidents::{find_incidents, IncidentRow};
+use vigil_aggregates::{
+    correlation::{cosine, Embedder, HashedNgramEmbedder},
+    incident::{Incident, IncidentEvent},
+};
+use vigil_projections::{
+    incidents::{find_incidents, IncidentRow},
+    EventConsumer, Payloads, ProjectionError, StoredEvent,
+};
 
 pub const INCIDENT: &str = "incident";
 
@@ -115,5 +122,61 @@ impl VectorStore {
             .into_iter()
             .filter_map(|(id, similarity)| rows.next_if(|row| row.id == id).map(|row| (row, similarity)))
             .collect())
+    }
+}
+
+/// Keeps the title embedding of every incident, which similar-incident search reads. Fed by the
+/// incident event tail rather than written by placement: off an alert's path, in batches of up
+/// to a tail's read, and rebuilt by `vigil replay` like any read model.
+pub struct IncidentEmbeddings {
+    db: PgPool,
+    vectors: VectorStore,
+}
+
+impl IncidentEmbeddings {
+    pub fn new(db: PgPool) -> Self {
+        Self {
+            db,
+            vectors: VectorStore::default(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl EventConsumer for IncidentEmbeddings {
+    fn name(&self) -> &'static str {
+        "incident_embeddings"
+    }
+
+    fn aggregate_type(&self) -> &'static str {
+        Incident::TYPE
+    }
+
+    fn payloads(&self) -> Payloads<'_> {
+        Payloads::OfTypes(&["IncidentOpened"])
+    }
+
+    async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
+        let mut opened = Vec::new();
+        for event in events.iter().filter(|event| event.event_type == "IncidentOpened") {
+            if let IncidentEvent::IncidentOpened { user_id, alert, .. } = event.envelope::<Incident>()?.payload {
+                let vector = self.vectors.embed(&alert.title);
+                opened.push((event.aggregate_id.as_str(), user_id, alert.title, vector));
+            }
+        }
+        let entries: Vec<(&str, &str, &str, &[f32])> = opened
+            .iter()
+            .map(|(id, user_id, title, vector)| (*id, user_id.as_str(), title.as_str(), vector.as_slice()))
+            .collect();
+        self.vectors.upsert_many(&self.db, INCIDENT, &entries).await?;
+        Ok(())
+    }
+
+    async fn reset(&self) -> Result<(), ProjectionError> {
+        sqlx::query("DELETE FROM embeddings WHERE owner_kind = $1")
+            .bind(INCIDENT)
+            .execute(&self.db)
+            .await?;
+        Ok(())
     }
 }

@@ -36,7 +36,7 @@ use super::{
     parsers::NormalizedAlert,
     service::{alert_info, event_kind, IngestedAlert},
 };
-use crate::{event_store::Actor, vector_store, vector_store::VectorStore};
+use crate::{event_store::Actor, vector_store::VectorStore};
 
 const ACTOR: Actor<'static> = Actor::System("ingestion");
 /// How often a batch is re-placed after losing a race with another writer of an incident.
@@ -285,12 +285,7 @@ impl Placer {
                                 at: Utc::now(),
                             },
                         );
-                        plan.opened.push(Opened {
-                            incident_id,
-                            user_id: item.user_id,
-                            title: &alert.title,
-                            embedding: new_alert.embedding.clone(),
-                        });
+                        plan.opened.push(incident_id);
                         user_candidates.opened(incident_id, new_alert);
                         Some((incident_id, false))
                     }
@@ -306,16 +301,6 @@ impl Placer {
         record_and_append(&mut tx, &items, &plan.placements, &streams).await?;
         self.projector
             .project_appended_in(&mut tx, &streams, &versions_seen)
-            .await?;
-        let opened_ids: Vec<String> = plan.opened.iter().map(|o| o.incident_id.to_string()).collect();
-        let embeddings: Vec<(&str, &str, &str, &[f32])> = plan
-            .opened
-            .iter()
-            .zip(&opened_ids)
-            .map(|(opened, id)| (id.as_str(), opened.user_id, opened.title, opened.embedding.as_slice()))
-            .collect();
-        self.vectors
-            .upsert_many(&mut *tx, vector_store::INCIDENT, &embeddings)
             .await?;
         tx.commit().await?;
         self.announcer.announce(Incident::TYPE);
@@ -396,8 +381,8 @@ impl Placer {
 
     /// Runs each incident's commands through the aggregate, in order, from its current state.
     /// Returns the events to append and the incidents' states after them.
-    async fn run_commands(&self, tx: &mut Transaction<'_, Postgres>, plan: &Plan<'_>) -> Result<Commanded, Abort> {
-        let opened: HashSet<Uuid> = plan.opened.iter().map(|opened| opened.incident_id).collect();
+    async fn run_commands(&self, tx: &mut Transaction<'_, Postgres>, plan: &Plan) -> Result<Commanded, Abort> {
+        let opened: HashSet<Uuid> = plan.opened.iter().copied().collect();
         // Taken out rather than cloned (an incident carries its alerts): an attempt that does not
         // commit leaves them to be read again from their events.
         let mut current: HashMap<Uuid, (Incident, usize)> = {
@@ -524,14 +509,15 @@ impl Item<'_> {
 }
 
 #[derive(Default)]
-struct Plan<'a> {
+struct Plan {
     /// Commands per incident, incidents in the order first commanded.
     commands: Vec<(Uuid, Vec<IncidentCommand>)>,
-    opened: Vec<Opened<'a>>,
+    /// Incidents the batch opens.
+    opened: Vec<Uuid>,
     placements: Vec<Placement>,
 }
 
-impl Plan<'_> {
+impl Plan {
     fn command(&mut self, incident_id: Uuid, command: IncidentCommand) {
         match self.commands.iter_mut().find(|(id, _)| *id == incident_id) {
             Some((_, commands)) => commands.push(command),
@@ -542,13 +528,6 @@ impl Plan<'_> {
 
 /// Item index, its alert id, and the incident it went to (with whether it correlated).
 type Placement = (usize, i64, Option<(Uuid, bool)>);
-
-struct Opened<'a> {
-    incident_id: Uuid,
-    user_id: &'a str,
-    title: &'a str,
-    embedding: Vec<f32>,
-}
 
 /// One user's open incidents as the correlator scores them, kept current while the batch is
 /// placed (counts, services and alert times grow as alerts join; new incidents are added).
@@ -563,9 +542,9 @@ impl Candidates {
         let title = row.alert_title.unwrap_or_default();
         self.ids.push(row.id);
         self.scored.push(CandidateIncident {
-            // Computed again rather than read back: an incident's title never changes, placement
-            // stored exactly this vector when it opened the incident, and a stored vector is a
-            // few kilobytes of JSON per candidate per batch where computing it takes microseconds.
+            // Computed again rather than read back: an incident's title never changes, the stored
+            // vector (`IncidentEmbeddings`) is this one, and it is a few kilobytes of JSON per
+            // candidate per batch where computing it takes microseconds.
             embedding: vectors.embed(&title),
             title,
             primary_service: row.alert_service,

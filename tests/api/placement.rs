@@ -12,7 +12,7 @@ use vigil_aggregates::correlation::CorrelationConfig;
 use vigil_projections::incidents::all_incidents;
 
 use crate::{
-    helpers::{spawn_app_without_workers, TestApp},
+    helpers::{eventually, spawn_app_without_workers, TestApp},
     ingestion::{fixture, post_alert},
 };
 
@@ -143,14 +143,17 @@ async fn a_batch_opening_and_growing_several_incidents_writes_each_its_own_rows(
         let (opened, related) = (&outcomes[2 * n][0], &outcomes[2 * n + 1][0]);
         let incident = opened.incident_id.expect("each user's first alert opens an incident");
         assert_eq!((related.incident_id, related.correlated), (Some(incident), true));
-        let stored: Vec<f32> = sqlx::query_scalar(
-            "SELECT vector FROM embeddings WHERE owner_kind = 'incident' AND owner_id = $1 AND user_id = $2",
-        )
-        .bind(incident.to_string())
-        .bind(&users[n])
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+        let stored: Vec<f32> = eventually("the incident's embedding, from the event tail", || async {
+            sqlx::query_scalar(
+                "SELECT vector FROM embeddings WHERE owner_kind = 'incident' AND owner_id = $1 AND user_id = $2",
+            )
+            .bind(incident.to_string())
+            .bind(&users[n])
+            .fetch_optional(&app.db)
+            .await
+            .unwrap()
+        })
+        .await;
         assert_eq!(stored, vectors.embed(title), "{title}: the embedding of its own title");
         let detail: Value = app
             .send_as(&users[n], Method::GET, &format!("/api/incidents/{incident}"), None)
@@ -165,6 +168,23 @@ async fn a_batch_opening_and_growing_several_incidents_writes_each_its_own_rows(
     let live = all_incidents(&app.db).await.unwrap();
     app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
     assert_eq!(all_incidents(&app.db).await.unwrap(), live);
+
+    let embeddings = || async {
+        sqlx::query_as::<_, (String, String, Vec<f32>)>(
+            "SELECT owner_id, content, vector FROM embeddings WHERE owner_kind = 'incident' ORDER BY owner_id",
+        )
+        .fetch_all(&app.db)
+        .await
+        .unwrap()
+    };
+    let kept = embeddings().await;
+    assert_eq!(kept.len(), titles.len());
+    app.state
+        .events
+        .replay(&app.db, Some("incident_embeddings"))
+        .await
+        .unwrap();
+    assert_eq!(embeddings().await, kept, "replay rebuilds the embeddings as they were");
 }
 
 #[tokio::test]
