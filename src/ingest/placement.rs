@@ -1,16 +1,19 @@
 //! Places a batch of notifications (from any number of users) in one transaction: deduplicates
-//! each delivery against those recorded before, then attaches a recovery to its incident, or keeps an alert with the
-//! incident already holding its key, or correlates it with an open incident, or opens a new one.
+//! each delivery against those recorded before, then attaches a recovery to its incident, or
+//! keeps an alert with the incident already holding its key, or correlates it with an open
+//! incident, or opens a new one.
 //!
 //! The decisions are made in memory from set-based reads, the resulting commands run through the
 //! Incident aggregate's own rules (`decide`), and their events, read rows and the placements are
 //! written with the batch and committed once. Batching is what makes an alert storm cheap: a
-//! commit and its round trips are shared by every alert of the batch. A batch takes at most seven
+//! commit and its round trips are shared by every alert of the batch. A batch takes five or six
 //! round trips whatever its size: `BEGIN` with the user locks; every read placement needs (with
-//! ids reserved for the new deliveries); the new deliveries recorded, each with where it went,
-//! together with the events; the projection's lock, then versions, of incidents that existed
-//! before; the read rows (new incidents with their embeddings, correlated alerts with their
-//! incidents' counts); `COMMIT`.
+//! ids reserved for the new deliveries, and the read rows' versions); the new deliveries
+//! recorded, each with where it went, together with the events; the read rows (one insert of
+//! new incidents, one statement for correlated alerts and their incidents' counts); `COMMIT`.
+//! Reading an incident's events (when placement has not kept its state) and a read row that lags
+//! its events (the projection's lock, versions, the missing events) cost more. The incidents'
+//! title embeddings are written by their own consumer of the event tail, off this path.
 //!
 //! Serialization: every user of the batch is locked with a transaction-scoped advisory lock, so
 //! instances sharing the database never decide for one user at once (100 concurrent alerts of one
