@@ -141,6 +141,7 @@ impl Placer {
         let options = (*self.db.connect_options()).clone();
         self.db = sqlx::postgres::PgPoolOptions::new()
             .max_connections(lanes as u32)
+            .acquire_timeout(std::time::Duration::from_secs(5))
             .connect_lazy_with(options);
         self
     }
