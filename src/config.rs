@@ -152,8 +152,10 @@ pub struct Config {
     pub ingest_batch_max_alerts: u32,
 
     /// How long (milliseconds) a busy placement lane lets its next batch fill before writing it;
-    /// 0 writes whatever has queued. An idle lane never waits.
-    #[arg(long, env = "INGEST_BATCH_LINGER_MS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    /// 0 (the default) writes whatever has queued. An idle lane never waits. Batches fill by
+    /// themselves while the previous one is written; waiting longer only added latency (at 32
+    /// clients, 2 ms cut an alert storm from ~5,000 to ~3,300 alerts/s).
+    #[arg(long, env = "INGEST_BATCH_LINGER_MS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
     pub ingest_batch_linger_ms: u64,
 
     /// Chat queries one WebSocket client may send per 60 seconds (a token bucket refilled evenly).

@@ -1,9 +1,9 @@
 //! Group commit for alert placement. Handlers hand their notification to a lane and wait for its
 //! outcome; each lane places whatever has queued up while its previous batch was being written,
 //! in one transaction. An idle lane places a lone notification at once (no added latency); under
-//! load a batch grows to share one commit among many alerts, and a lane whose last batch held
-//! several notifications lets the next one fill for a moment (`linger`): a batch's statements
-//! cost the same for one alert as for a hundred.
+//! load a batch grows to share one commit among many alerts (a batch's statements cost about the
+//! same for one alert as for a hundred). A lane whose last batch held several notifications may
+//! let the next one fill for a moment (`linger`, off by default).
 //!
 //! A user always maps to the same lane, so one user's notifications are placed in arrival order
 //! and never by two lanes at once; lanes let different users' batches overlap their round trips.
