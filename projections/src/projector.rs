@@ -159,20 +159,20 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
         streams: &[(String, Vec<EventEnvelope<A>>)],
         seen: &HashMap<String, i64>,
     ) -> Result<(), ProjectionError> {
-        let continues_seen = |aggregate_id: &String, first: &EventEnvelope<A>| {
-            first.sequence == 1
-                || seen
-                    .get(aggregate_id)
-                    .is_some_and(|&version| first.sequence as i64 == version + 1)
-        };
-        let existing: Vec<&str> = streams
-            .iter()
-            .filter(|(aggregate_id, events)| events.first().is_some_and(|first| !continues_seen(aggregate_id, first)))
-            .map(|(aggregate_id, _)| aggregate_id.as_str())
-            .collect();
-        let mut versions = if existing.is_empty() {
-            HashMap::new()
-        } else {
+        // The version each stream's read row is at: known for new streams and those that
+        // continue from `seen`; read under the projection's lock for the others.
+        let mut versions = HashMap::new();
+        let mut existing = Vec::new();
+        for (aggregate_id, events) in streams {
+            let Some(first) = events.first() else { continue };
+            let follows = first.sequence as i64 - 1;
+            if first.sequence == 1 || seen.get(aggregate_id) == Some(&follows) {
+                versions.insert(aggregate_id.clone(), follows);
+            } else {
+                existing.push(aggregate_id.as_str());
+            }
+        }
+        if !existing.is_empty() {
             sqlx::query(
                 "SELECT pg_advisory_xact_lock(key)
                  FROM (SELECT DISTINCT hashtextextended($1 || '/' || id, 0) AS key FROM unnest($2::text[]) AS id
@@ -182,47 +182,28 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
             .bind(&existing)
             .execute(&mut *conn)
             .await?;
-            self.read_model.versions(conn, &existing).await?
-        };
-        for (aggregate_id, events) in streams {
-            if let Some(first) = events
-                .first()
-                .filter(|first| first.sequence > 1 && continues_seen(aggregate_id, first))
-            {
-                versions.insert(aggregate_id.clone(), first.sequence as i64 - 1);
-            }
+            versions.extend(self.read_model.versions(conn, &existing).await?);
         }
-        let mut gaps = Vec::new();
+        // Events between a lagging read row and the appended ones.
+        let mut gaps: HashMap<&str, Vec<EventEnvelope<A>>> = HashMap::new();
         for (aggregate_id, events) in streams {
-            let Some(first) = events.first() else {
-                continue;
-            };
+            let Some(first) = events.first() else { continue };
             let version = versions.get(aggregate_id).copied().unwrap_or(0);
-            if first.sequence > 1 && first.sequence as i64 > version + 1 {
-                gaps.push(load_stream::<A>(conn, aggregate_id, version + 1, first.sequence as i64 - 1).await?);
-            }
-        }
-        let mut gaps = gaps.iter();
-        let mut runs = Vec::with_capacity(streams.len());
-        for (aggregate_id, events) in streams {
-            let (Some(first), Some(last)) = (events.first(), events.last()) else {
-                continue;
-            };
-            let version = versions.get(aggregate_id).copied().unwrap_or(0);
-            if first.sequence == 1 {
-                runs.push(events.iter().collect());
-                continue;
-            }
-            if last.sequence as i64 <= version {
-                continue;
-            }
-            let mut run: Vec<&EventEnvelope<A>> = Vec::new();
             if first.sequence as i64 > version + 1 {
-                run.extend(gaps.next().into_iter().flatten());
+                let missing = load_stream::<A>(conn, aggregate_id, version + 1, first.sequence as i64 - 1).await?;
+                gaps.insert(aggregate_id, missing);
             }
-            run.extend(events.iter().filter(|event| event.sequence as i64 > version));
-            runs.push(run);
         }
+        let runs: Vec<Vec<&EventEnvelope<A>>> = streams
+            .iter()
+            .map(|(aggregate_id, events)| {
+                let version = versions.get(aggregate_id).copied().unwrap_or(0);
+                let gap = gaps.get(aggregate_id.as_str()).into_iter().flatten();
+                gap.chain(events.iter().filter(|event| event.sequence as i64 > version))
+                    .collect::<Vec<_>>()
+            })
+            .filter(|run| !run.is_empty())
+            .collect();
         self.read_model.apply_runs(conn, &runs).await
     }
 }

@@ -203,10 +203,9 @@ impl Placer {
             .zip(&found.deliveries)
             .map(|(delivery, row)| (!row.recorded && claimed.insert(delivery)).then_some(row.id))
             .collect();
-        let keyed = |incidents: &[(usize, Uuid)], part: fn(&NormalizedAlert) -> &str| {
+        let keyed = |incidents: &mut dyn Iterator<Item = (usize, Uuid)>, part: fn(&NormalizedAlert) -> &str| {
             incidents
-                .iter()
-                .map(|&(index, incident_id)| {
+                .map(|(index, incident_id)| {
                     let item = &items[index];
                     (
                         (item.user_id, item.alert.source.as_str(), part(item.alert)),
@@ -215,14 +214,12 @@ impl Placer {
                 })
                 .collect::<HashMap<(&str, &str, &str), Uuid>>()
         };
-        let group_incidents: Vec<(usize, Uuid)> = found
-            .group_incidents
-            .iter()
-            .map(|&(index, id, _)| (index, id))
-            .collect();
-        let recoveries = keyed(&group_incidents, |alert| alert.group_key.as_str());
+        let recoveries = keyed(
+            &mut found.group_incidents.iter().map(|&(index, id, _)| (index, id)),
+            |alert| alert.group_key.as_str(),
+        );
+        let holders = keyed(&mut found.key_holders.iter().copied(), |alert| alert.key.as_str());
         let versions_seen = found.versions_seen();
-        let holders = keyed(&found.key_holders, |alert| alert.key.as_str());
         let mut candidates = self.candidates(found.candidates, &windows, stale);
         let mut plan = Plan::default();
         let mut placed_groups: HashMap<(&str, &str, &str), Uuid> = HashMap::new();
@@ -491,22 +488,22 @@ struct Item<'a> {
 }
 
 /// What makes a delivery unique (the `source_alerts_delivery` constraint).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Delivery {
-    user_id: String,
-    source_type: String,
-    alert_key: String,
-    alert_state: String,
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Delivery<'a> {
+    user_id: &'a str,
+    source_type: &'a str,
+    alert_key: &'a str,
+    alert_state: &'a str,
     fired_at: DateTime<Utc>,
 }
 
-impl Item<'_> {
-    fn delivery(&self) -> Delivery {
+impl<'a> Item<'a> {
+    fn delivery(&self) -> Delivery<'a> {
         Delivery {
-            user_id: self.user_id.to_owned(),
-            source_type: self.alert.source.as_str().to_owned(),
-            alert_key: self.alert.key.clone(),
-            alert_state: self.alert.state.clone(),
+            user_id: self.user_id,
+            source_type: self.alert.source.as_str(),
+            alert_key: &self.alert.key,
+            alert_state: &self.alert.state,
             fired_at: self.alert.fired_at,
         }
     }
