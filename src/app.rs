@@ -14,7 +14,7 @@ use crate::{
     http,
     ingest::{pipeline::IngestPipeline, placement::Placer},
     metrics::HttpMetrics,
-    rate_limit::RateLimiter,
+    rate_limit::{Budgets, RateLimiter},
     state::{AppState, Services},
     vector_store::VectorStore,
     ws,
@@ -56,16 +56,10 @@ impl Application {
         let connections = Arc::new(crate::connections::Connectors::from_config(&config, &db)?);
         let events = Arc::new(EventStore::new(&db));
         let state = AppState::new(Services {
-            rate_limiter: Arc::new(RateLimiter::new(
-                &cache,
-                config.rate_limit_per_minute,
-                config.chat_rate_limit_per_minute,
-                config.ingest_rate_limit_per_minute,
-            )),
+            rate_limiter: Arc::new(RateLimiter::new(&cache, Budgets::from_config(&config))),
             metrics: Arc::new(HttpMetrics::new()),
             passwords: PasswordHasher::new(config.bcrypt_cost),
             login_sessions: LoginSessions::new(db.clone(), config.session_ttl(), config.session_cookie_secure),
-            known_users: Arc::new(crate::users::KnownUsers::new(db.clone())),
             ingest: Arc::new(IngestPipeline::start(
                 Placer::new(
                     db.clone(),

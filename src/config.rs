@@ -36,8 +36,8 @@ impl std::str::FromStr for Secret {
 /// How much the `X-User-ID` header is trusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AuthMode {
-    /// `X-User-ID` is honoured when it names an existing user (the spec's recommended scheme,
-    /// for deployments where a trusted gateway sets the header).
+    /// Any well-formed `X-User-ID` is honoured, with no account required (the spec's recommended
+    /// scheme, for deployments where a trusted gateway sets the header).
     Trusted,
     /// `X-User-ID` is honoured only when it matches the session cookie's user, or carries a
     /// valid `X-User-Signature` from the gateway (HMAC-SHA256 with `GATEWAY_SIGNING_SECRET`).
@@ -109,6 +109,10 @@ pub struct Config {
     /// Requests per minute per user on `/chat_api/*`.
     #[arg(long, env = "CHAT_RATE_LIMIT_PER_MINUTE", default_value_t = 20)]
     pub chat_rate_limit_per_minute: u32,
+
+    /// Requests per minute per client address from callers with no identity (register, login).
+    #[arg(long, env = "ANONYMOUS_RATE_LIMIT_PER_MINUTE", default_value_t = 1000)]
+    pub anonymous_rate_limit_per_minute: u32,
 
     /// Seconds a request may take before it is answered with 503.
     #[arg(long, env = "REQUEST_TIMEOUT_SECS", default_value_t = 30)]

@@ -10,8 +10,10 @@ use serde::de::DeserializeOwned;
 
 use crate::error::AppError;
 
-/// A JSON request body. Empty body → 400 `missing_body`; a content type other than JSON → 415;
-/// broken JSON → 400 `invalid_json`; JSON of the wrong shape → 400 `invalid_request` naming the field.
+/// A JSON request body. Empty body → 400 `missing_body`; broken JSON → 400 `invalid_json`; JSON
+/// of the wrong shape → 400 `invalid_request` naming the field. The body is read as JSON whatever
+/// the `Content-Type` (clients often omit it, or send `text/plain`), except a form or multipart
+/// body → 415.
 pub struct JsonBody<T>(pub T);
 
 impl<T, S> FromRequest<S> for JsonBody<T>
@@ -22,20 +24,46 @@ where
     type Rejection = AppError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let is_json = has_json_content_type(req.headers());
-        let bytes = Bytes::from_request(req, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(AppError::bad_request("missing_body", "a JSON request body is required"));
+        match non_empty_body(req, state).await? {
+            Some(bytes) => parse_json(&bytes).map(JsonBody),
+            None => Err(AppError::bad_request("missing_body", "a JSON request body is required")),
         }
-        if !is_json {
-            return Err(AppError::Refused {
-                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                code: "unsupported_media_type",
-                message: "expected a request with `Content-Type: application/json`".into(),
-            });
-        }
-        parse_json(&bytes).map(JsonBody)
     }
+}
+
+/// Like [`JsonBody`], for requests whose fields are all optional: an empty body is `{}`.
+pub struct JsonBodyOrDefault<T>(pub T);
+
+impl<T, S> FromRequest<S> for JsonBodyOrDefault<T>
+where
+    T: DeserializeOwned + Default,
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match non_empty_body(req, state).await? {
+            Some(bytes) => parse_json(&bytes).map(JsonBodyOrDefault),
+            None => Ok(JsonBodyOrDefault(T::default())),
+        }
+    }
+}
+
+/// The request body, or `None` when it is empty or only whitespace.
+async fn non_empty_body<S: Send + Sync>(req: Request, state: &S) -> Result<Option<Bytes>, AppError> {
+    let other_format = other_structured_format(req.headers());
+    let bytes = Bytes::from_request(req, state).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    if let Some(content_type) = other_format {
+        return Err(AppError::Refused {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code: "unsupported_media_type",
+            message: format!("expected a JSON body, not `{content_type}`"),
+        });
+    }
+    Ok(Some(bytes))
 }
 
 /// Parses a JSON document, naming the offending field on a shape error.
@@ -57,17 +85,16 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
     })
 }
 
-fn has_json_content_type(headers: &HeaderMap) -> bool {
-    let Some(content_type) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
+/// The `Content-Type` when it names a format that is certainly not JSON (an HTML form's).
+fn other_structured_format(headers: &HeaderMap) -> Option<String> {
+    let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     let essence = content_type
         .split(';')
         .next()
         .unwrap_or_default()
         .trim()
         .to_ascii_lowercase();
-    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+    (essence == "application/x-www-form-urlencoded" || essence.starts_with("multipart/")).then_some(essence)
 }
 
 /// Path parameters; a parameter of the wrong type (a non-UUID id) is a 400.

@@ -1,5 +1,8 @@
 //! Per-user request budgets (spec Limits): 100 requests a minute on the HTTP API, 20 on
-//! `/chat_api/*`; health, metrics and the OpenAPI document are exempt.
+//! `/chat_api/*`; health, metrics and the OpenAPI document are exempt. Requests with no identity
+//! at all (registration, login) are counted per client address against a budget of their own
+//! (`ANONYMOUS_RATE_LIMIT_PER_MINUTE`), larger than a user's because many users may share one
+//! address (a NAT, an office, a test suite).
 //!
 //! The window is fixed and anchored at the caller's first request: the first request opens a
 //! 60-second window and the 101st inside it is refused, however quickly or slowly the first 100
@@ -27,6 +30,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     auth::{claimed_user_id, session_token},
     cache::{Cache, RedisHandle},
+    config::Config,
     error::AppError,
     ingest::{parsers::Source, tokens::presented_token},
     state::AppState,
@@ -40,6 +44,8 @@ pub enum Scope {
     Chat,
     /// Alert ingestion has its own budget per source, so an alert storm is not cut off by the API's.
     Ingest(Source),
+    /// Every request of a caller with no identity, whatever its path.
+    Anonymous,
 }
 
 impl Scope {
@@ -66,6 +72,7 @@ impl Scope {
             Self::Api => "api",
             Self::Chat => "chat",
             Self::Ingest(source) => source.as_str(),
+            Self::Anonymous => "anonymous",
         }
     }
 }
@@ -103,10 +110,37 @@ impl Decision {
     }
 }
 
+/// Requests a minute allowed in each scope.
+#[derive(Clone, Copy, Debug)]
+pub struct Budgets {
+    pub api: u32,
+    pub chat: u32,
+    pub ingest: u32,
+    pub anonymous: u32,
+}
+
+impl Budgets {
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            api: config.rate_limit_per_minute,
+            chat: config.chat_rate_limit_per_minute,
+            ingest: config.ingest_rate_limit_per_minute,
+            anonymous: config.anonymous_rate_limit_per_minute,
+        }
+    }
+
+    fn of(&self, scope: Scope) -> u32 {
+        match scope {
+            Scope::Api => self.api,
+            Scope::Chat => self.chat,
+            Scope::Ingest(_) => self.ingest,
+            Scope::Anonymous => self.anonymous,
+        }
+    }
+}
+
 pub struct RateLimiter {
-    api_limit: u32,
-    chat_limit: u32,
-    ingest_limit: u32,
+    budgets: Budgets,
     backend: Backend,
 }
 
@@ -129,7 +163,7 @@ return {count, ttl}
 ";
 
 impl RateLimiter {
-    pub fn new(cache: &Cache, api_limit: u32, chat_limit: u32, ingest_limit: u32) -> Self {
+    pub fn new(cache: &Cache, budgets: Budgets) -> Self {
         let backend = match cache {
             Cache::Redis(redis) => Backend::Redis(redis.clone()),
             Cache::InProcess => Backend::InProcess {
@@ -137,21 +171,12 @@ impl RateLimiter {
                 calls: AtomicU64::new(0),
             },
         };
-        Self {
-            api_limit,
-            chat_limit,
-            ingest_limit,
-            backend,
-        }
+        Self { budgets, backend }
     }
 
     /// Spends one request of `caller`'s budget in `scope`.
     pub async fn check(&self, scope: Scope, caller: &str) -> Decision {
-        let limit = match scope {
-            Scope::Api => self.api_limit,
-            Scope::Chat => self.chat_limit,
-            Scope::Ingest(_) => self.ingest_limit,
-        };
+        let limit = self.budgets.of(scope);
         let key = format!("ratelimit:{}:{caller}", scope.name());
         match &self.backend {
             Backend::Redis(redis) => match Self::count_in_redis(redis, &key).await {
@@ -190,18 +215,20 @@ impl RateLimiter {
     }
 }
 
-/// Who a request is counted against: the claimed user, else the login session, else the peer address.
-fn caller_key(request: &Request) -> String {
+/// Who a request is counted against: the claimed user, else the ingestion token, else the login
+/// session; `None` when the request carries none of them.
+fn identified_caller_key(request: &Request) -> Option<String> {
     let headers = request.headers();
     if let Some(user_id) = claimed_user_id(headers) {
-        return format!("user:{}", hex::encode(Sha256::digest(user_id.as_bytes())));
+        return Some(format!("user:{}", hex::encode(Sha256::digest(user_id.as_bytes()))));
     }
     if let Some(token) = presented_token(headers, request.uri()) {
-        return format!("token:{}", hex::encode(Sha256::digest(token.as_bytes())));
+        return Some(format!("token:{}", hex::encode(Sha256::digest(token.as_bytes()))));
     }
-    if let Some(token) = session_token(headers) {
-        return format!("session:{}", hex::encode(Sha256::digest(token.as_bytes())));
-    }
+    session_token(headers).map(|token| format!("session:{}", hex::encode(Sha256::digest(token.as_bytes()))))
+}
+
+fn client_address_key(request: &Request) -> String {
     match request.extensions().get::<ConnectInfo<std::net::SocketAddr>>() {
         Some(ConnectInfo(addr)) => format!("ip:{}", addr.ip()),
         None => "ip:unknown".into(),
@@ -212,7 +239,11 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
     let Some(scope) = Scope::of(request.method(), request.uri().path()) else {
         return next.run(request).await;
     };
-    let decision = state.rate_limiter.check(scope, &caller_key(&request)).await;
+    let (scope, caller) = match identified_caller_key(&request) {
+        Some(caller) => (scope, caller),
+        None => (Scope::Anonymous, client_address_key(&request)),
+    };
+    let decision = state.rate_limiter.check(scope, &caller).await;
     let mut response = if decision.allowed {
         next.run(request).await
     } else {
@@ -253,7 +284,15 @@ mod tests {
 
     #[tokio::test]
     async fn in_process_window_refuses_after_the_limit() {
-        let limiter = RateLimiter::new(&Cache::InProcess, 3, 1, 1);
+        let limiter = RateLimiter::new(
+            &Cache::InProcess,
+            Budgets {
+                api: 3,
+                chat: 1,
+                ingest: 1,
+                anonymous: 2,
+            },
+        );
         for expected_remaining in [2, 1, 0] {
             let decision = limiter.check(Scope::Api, "u").await;
             assert!(decision.allowed);
@@ -267,5 +306,6 @@ mod tests {
             "budgets are per caller"
         );
         assert!(limiter.check(Scope::Chat, "u").await.allowed, "budgets are per scope");
+        assert_eq!(limiter.check(Scope::Anonymous, "ip:a").await.limit, 2);
     }
 }

@@ -53,7 +53,6 @@ pub struct Services {
     pub metrics: Arc<HttpMetrics>,
     pub passwords: PasswordHasher,
     pub login_sessions: LoginSessions,
-    pub known_users: Arc<crate::users::KnownUsers>,
     /// Where this instance's own WebSocket listener can be reached (for the health check).
     pub websocket_addr: SocketAddr,
     /// Users' cloud connections: secrets store, cache, OAuth state and provider clients.

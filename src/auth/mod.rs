@@ -1,5 +1,8 @@
 //! Who is calling. Identity comes from `X-User-ID` (verified as described on [`AuthMode`]) or
 //! from the login session cookie, and is resolved at most once per request.
+//!
+//! An identity is a user id, not an account: `X-User-ID` is honoured without looking for a row of
+//! `users` (the gateway that sets it owns the user directory), so data is keyed by the id alone.
 
 pub mod gateway;
 pub mod password;
@@ -21,9 +24,9 @@ const MAX_USER_ID_LEN: usize = 255;
 pub enum Identity {
     /// Neither `X-User-ID` nor a session cookie.
     Anonymous,
-    /// An `X-User-ID` that names no user, or that strict mode could not verify.
+    /// An `X-User-ID` that is too long, or that strict mode could not verify.
     Unverified(String),
-    /// A verified, existing user.
+    /// A verified user id (it need not name a registered account).
     User(String),
 }
 
@@ -45,11 +48,7 @@ impl Identity {
         {
             return Ok(Self::Unverified(claimed));
         }
-        Ok(if state.known_users.exists(&claimed).await? {
-            Self::User(claimed)
-        } else {
-            Self::Unverified(claimed)
-        })
+        Ok(Self::User(claimed))
     }
 }
 
@@ -81,7 +80,7 @@ impl FromRequestParts<AppState> for AuthUser {
             Identity::Anonymous => Err(AppError::Unauthorized(
                 "authentication required: send the X-User-ID header or log in".into(),
             )),
-            Identity::Unverified(_) => Err(AppError::Unauthorized("unknown or unverified user".into())),
+            Identity::Unverified(_) => Err(AppError::Unauthorized("invalid or unverified X-User-ID".into())),
         }
     }
 }
@@ -123,7 +122,7 @@ impl FromRequestParts<AppState> for IncidentUser {
             Identity::User(id) => Ok(Self { id }),
             Identity::Anonymous | Identity::Unverified(_) => Err(AppError::bad_request(
                 "identity_required",
-                "a known user identity is required: send the X-User-ID header or log in",
+                "a valid user identity is required: send the X-User-ID header or log in",
             )),
         }
     }

@@ -16,7 +16,7 @@ use crate::{
     auth::AuthUser,
     error::{AppError, ErrorBody},
     event_store::{execute, Actor},
-    extract::{JsonBody, Path, Query},
+    extract::{JsonBodyOrDefault, Path, Query},
     state::AppState,
 };
 
@@ -41,7 +41,8 @@ struct MessageSchema {
     tool_calls: Option<Vec<Value>>,
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// Every field is optional; an empty body is `{}`.
+#[derive(Default, Deserialize, utoipa::ToSchema)]
 pub struct CreateSessionRequest {
     /// Generated from the first user message when absent or blank.
     title: Option<String>,
@@ -53,7 +54,8 @@ pub struct CreateSessionRequest {
     ui_state: Option<Map<String, Value>>,
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// Every field is optional; an empty body is `{}`.
+#[derive(Default, Deserialize, utoipa::ToSchema)]
 pub struct UpdateSessionRequest {
     title: Option<String>,
     #[serde(default)]
@@ -165,13 +167,13 @@ async fn list_sessions(State(state): State<AppState>, user: AuthUser) -> Result<
 }
 
 /// Start a session. Without a title, one is generated from the first user message.
-#[utoipa::path(post, path = "/chat_api/sessions", tag = "chat sessions", request_body = CreateSessionRequest,
+#[utoipa::path(post, path = "/chat_api/sessions", tag = "chat sessions", request_body = Option<CreateSessionRequest>,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 201, body = SessionResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn create_session(
     State(state): State<AppState>,
     user: AuthUser,
-    JsonBody(request): JsonBody<CreateSessionRequest>,
+    JsonBodyOrDefault(request): JsonBodyOrDefault<CreateSessionRequest>,
 ) -> Result<(StatusCode, Json<SessionResponse>), AppError> {
     let id = Uuid::new_v4();
     let command = ChatSessionCommand::Create {
@@ -209,7 +211,7 @@ async fn get_session(
 
 /// Change the provided fields; `updated_at` always moves. A session titled `New Chat` updated
 /// without a title gets one generated from its messages.
-#[utoipa::path(put, path = "/chat_api/sessions/{session_id}", tag = "chat sessions", request_body = UpdateSessionRequest,
+#[utoipa::path(put, path = "/chat_api/sessions/{session_id}", tag = "chat sessions", request_body = Option<UpdateSessionRequest>,
     params(("session_id" = Uuid, Path)), security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SessionResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, description = "the session is completed or cancelled", body = ErrorBody),
@@ -218,7 +220,7 @@ async fn update_session(
     State(state): State<AppState>,
     user: AuthUser,
     Path(raw_id): Path<String>,
-    JsonBody(request): JsonBody<UpdateSessionRequest>,
+    JsonBodyOrDefault(request): JsonBodyOrDefault<UpdateSessionRequest>,
 ) -> Result<Json<SessionResponse>, AppError> {
     let id = session_id(&raw_id)?;
     let command = ChatSessionCommand::Update {

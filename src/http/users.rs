@@ -10,8 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
-    auth::{password::password_problem, session_token, Identity},
-    config::AuthMode,
+    auth::{password::password_problem, session_token, AuthUser},
     error::{AppError, ErrorBody},
     extract::JsonBody,
     state::AppState,
@@ -31,7 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct RegisterRequest {
     email: String,
-    /// At least 8 characters, at most 72 bytes (bcrypt's limit).
+    /// 8 to 1,024 characters.
     password: String,
     name: Option<String>,
 }
@@ -86,7 +85,7 @@ fn valid_email(raw: &str) -> Result<String, AppError> {
 /// Create an account.
 #[utoipa::path(post, path = "/api/auth/register", tag = "users", request_body = RegisterRequest, responses(
     (status = 201, body = UserResponse),
-    (status = 400, description = "invalid email, password under 8 characters, malformed body", body = ErrorBody),
+    (status = 400, description = "invalid email, password under 8 or over 1,024 characters, malformed body", body = ErrorBody),
     (status = 409, description = "email already registered", body = ErrorBody)))]
 async fn register(
     State(state): State<AppState>,
@@ -148,35 +147,23 @@ async fn logout(
 
 /// Change the caller's password. Other login sessions of the user are ended.
 ///
-/// An `X-User-ID` that names no user is 404 (spec: "user not found"); no identity at all is 401.
+/// An identity that names no registered account is 404 (spec: "user not found").
 #[utoipa::path(post, path = "/api/auth/change-password", tag = "users", request_body = ChangePasswordRequest,
     security(("user_id" = []), ("session_cookie" = [])), responses(
     (status = 200, body = MessageResponse),
-    (status = 400, description = "new password under 8 characters", body = ErrorBody),
+    (status = 400, description = "new password under 8 characters or over 1,024", body = ErrorBody),
     (status = 401, description = "no identity, or wrong current password", body = ErrorBody),
-    (status = 404, description = "user not found", body = ErrorBody)))]
+    (status = 404, description = "no account with the caller's user id", body = ErrorBody)))]
 async fn change_password(
     State(state): State<AppState>,
-    identity: Identity,
+    caller: AuthUser,
     headers: HeaderMap,
     JsonBody(request): JsonBody<ChangePasswordRequest>,
 ) -> Result<Json<MessageResponse>, AppError> {
-    let user_id = match identity {
-        Identity::User(id) => id,
-        Identity::Anonymous => {
-            return Err(AppError::Unauthorized(
-                "authentication required: send the X-User-ID header or log in".into(),
-            ))
-        }
-        Identity::Unverified(_) if state.config.auth_mode == AuthMode::Strict => {
-            return Err(AppError::Unauthorized("unverified user".into()))
-        }
-        Identity::Unverified(_) => return Err(AppError::NotFound("user not found".into())),
-    };
     if let Some(problem) = password_problem(&request.new_password) {
         return Err(AppError::invalid(format!("new {problem}")));
     }
-    let user = users::by_id(&state.db, &user_id)
+    let user = users::by_id(&state.db, &caller.id)
         .await?
         .ok_or_else(|| AppError::NotFound("user not found".into()))?;
     if !state

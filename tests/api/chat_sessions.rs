@@ -55,6 +55,37 @@ async fn an_empty_create_is_a_new_chat() {
 }
 
 #[tokio::test]
+async fn an_empty_body_creates_and_updates_as_if_it_were_an_empty_object() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let created = app
+        .client
+        .post(app.url("/chat_api/sessions"))
+        .header("X-User-ID", &user)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(created["title"], "New Chat");
+    assert_eq!(created["messages"], json!([]));
+    assert_eq!(created["ui_state"], json!({}));
+
+    let path = format!("/chat_api/sessions/{}", created["id"].as_str().unwrap());
+    let updated = app
+        .client
+        .put(app.url(&path))
+        .header("X-User-ID", &user)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(updated.status(), 200);
+    let updated: Value = updated.json().await.unwrap();
+    assert_eq!(updated["title"], "New Chat");
+    assert!(timestamp(&updated["updated_at"]) >= timestamp(&created["updated_at"]));
+}
+
+#[tokio::test]
 async fn generated_titles_follow_the_rules() {
     let app = spawn_app().await;
     let user = alice(&app).await;
@@ -232,6 +263,26 @@ async fn inline_images_are_split_on_retrieval() {
 }
 
 #[tokio::test]
+async fn an_unregistered_user_id_has_sessions_of_its_own() {
+    let app = spawn_app().await;
+    let created = app.create_session("gateway-user-7", &json!({ "title": "mine" })).await;
+    let list: Value = app
+        .send_as("gateway-user-7", Method::GET, "/chat_api/sessions", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["sessions"][0]["id"], created["id"]);
+    let path = format!("/chat_api/sessions/{}", created["id"].as_str().unwrap());
+    assert_error(
+        app.send_as("gateway-user-8", Method::GET, &path, None).await,
+        404,
+        "not_found",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn identity_is_required() {
     let app = spawn_app().await;
     let id = uuid::Uuid::new_v4();
@@ -251,8 +302,8 @@ async fn identity_is_required() {
             .await
             .unwrap();
         assert_error(response, 401, "unauthorized").await;
-        let unknown = app.send_as("ghost", method, &path, Some(&json!({}))).await;
-        assert_error(unknown, 401, "unauthorized").await;
+        let over_long = app.send_as(&"u".repeat(256), method, &path, Some(&json!({}))).await;
+        assert_error(over_long, 401, "unauthorized").await;
     }
 }
 

@@ -17,18 +17,44 @@ async fn malformed_json_is_a_json_400() {
 }
 
 #[tokio::test]
-async fn wrong_content_type_is_a_json_415() {
+async fn a_json_body_is_read_without_a_json_content_type() {
     let app = spawn_app().await;
-    let body = json!({ "email": "a@example.com", "password": PASSWORD }).to_string();
-    let response = app
+    for (n, content_type) in [None, Some("text/plain"), Some("text/plain; charset=utf-8")]
+        .into_iter()
+        .enumerate()
+    {
+        let body = json!({ "email": format!("plain-{n}@example.com"), "password": PASSWORD }).to_string();
+        let mut request = app.client.post(app.url("/api/auth/register")).body(body);
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 201, "Content-Type {content_type:?}");
+    }
+    let broken = app
         .client
         .post(app.url("/api/auth/register"))
-        .header("content-type", "text/plain")
-        .body(body)
+        .body("{\"email\": ")
         .send()
         .await
         .unwrap();
-    assert_error(response, 415, "unsupported_media_type").await;
+    assert_error(broken, 400, "invalid_json").await;
+}
+
+#[tokio::test]
+async fn a_form_body_is_a_json_415() {
+    let app = spawn_app().await;
+    for content_type in ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+        let response = app
+            .client
+            .post(app.url("/api/auth/register"))
+            .header("content-type", content_type)
+            .body("email=a%40example.com&password=long+enough")
+            .send()
+            .await
+            .unwrap();
+        assert_error(response, 415, "unsupported_media_type").await;
+    }
 }
 
 #[tokio::test]

@@ -358,3 +358,62 @@ async fn past_the_cap_a_storm_opens_a_second_incident_and_still_loses_nothing() 
         "the first incident takes 50 correlated alerts, the rest open a second"
     );
 }
+
+/// `X-User-ID` is trusted as the gateway set it: no registered account is needed.
+#[tokio::test]
+async fn an_unregistered_user_id_ingests_and_sees_only_its_own_incidents() {
+    let app = spawn_app().await;
+    let owner = format!("gateway-{}", uuid::Uuid::new_v4());
+    let placed = post_alert(&app, &owner, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let incident_id = placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    let incidents = incidents_of(&app, &owner).await;
+    assert_eq!(incidents.len(), 1);
+    assert_eq!(incidents[0]["id"], incident_id.as_str());
+    let own = app
+        .send_as(&owner, Method::GET, &format!("/api/incidents/{incident_id}"), None)
+        .await;
+    assert_eq!(own.status(), 200);
+
+    let stranger = format!("gateway-{}", uuid::Uuid::new_v4());
+    assert_error(
+        app.send_as(&stranger, Method::GET, &format!("/api/incidents/{incident_id}"), None)
+            .await,
+        404,
+        "not_found",
+    )
+    .await;
+    assert!(incidents_of(&app, &stranger).await.is_empty());
+
+    let over_long = app.send_as(&"u".repeat(256), Method::GET, "/api/incidents", None).await;
+    assert_error(over_long, 400, "identity_required").await;
+}
+
+#[tokio::test]
+async fn an_unregistered_user_id_can_own_an_ingestion_token() {
+    let app = spawn_app().await;
+    let owner = format!("gateway-{}", uuid::Uuid::new_v4());
+    let created = app
+        .send_as(
+            &owner,
+            Method::POST,
+            "/api/ingestion-tokens",
+            Some(&json!({ "name": "alertmanager" })),
+        )
+        .await;
+    assert_eq!(created.status(), 201);
+    let created: Value = created.json().await.unwrap();
+    let with_token = app
+        .client
+        .post(app.url("/api/source_a/alerts"))
+        .bearer_auth(created["token"].as_str().unwrap())
+        .json(&fixture("source_a", "firing"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_token.status(), 202);
+    assert_eq!(
+        incidents_of(&app, &owner).await.len(),
+        1,
+        "the token's owner has the incident"
+    );
+}

@@ -132,3 +132,42 @@ async fn instances_sharing_redis_share_the_budget() {
     assert_eq!(logout_as(&first, "shared").await.status(), 429);
     assert_eq!(logout_as(&second, "shared").await.status(), 429);
 }
+
+async fn anonymous_logout(app: &TestApp) -> Response {
+    app.client.post(app.url("/api/auth/logout")).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn anonymous_requests_have_a_larger_budget_per_address() {
+    let app = spawn_app().await;
+    for n in 1..=150u64 {
+        let response = anonymous_logout(&app).await;
+        assert_eq!(
+            response.status(),
+            200,
+            "anonymous request {n} is not cut at a user's 100"
+        );
+        assert_eq!(header(&response, "x-ratelimit-limit"), 1000);
+        assert_eq!(header(&response, "x-ratelimit-remaining"), 1000 - n);
+    }
+}
+
+#[tokio::test]
+async fn anonymous_requests_are_refused_past_their_own_budget() {
+    let app = spawn_app_with(|config| {
+        config.anonymous_rate_limit_per_minute = 5;
+        config.rate_limit_per_minute = 2;
+    })
+    .await;
+    for n in 1..=5 {
+        assert_eq!(anonymous_logout(&app).await.status(), 200, "anonymous request {n}");
+    }
+    let refused = anonymous_logout(&app).await;
+    assert_eq!(header(&refused, "x-ratelimit-limit"), 5);
+    assert_error(refused, 429, "rate_limited").await;
+    assert_eq!(
+        logout_as(&app, "identified").await.status(),
+        200,
+        "a user from the same address spends the user's budget"
+    );
+}

@@ -147,6 +147,35 @@ async fn change_password_error_table() {
         .change_password(user_header("no-such-user"), PASSWORD, "new password 1")
         .await;
     assert_error(missing_user, 404, "not_found").await;
+    let over_long_id = app
+        .change_password(user_header(&"u".repeat(256)), PASSWORD, "new password 1")
+        .await;
+    assert_error(over_long_id, 401, "unauthorized").await;
+}
+
+#[tokio::test]
+async fn passwords_longer_than_bcrypt_reads_count_in_full() {
+    let app = spawn_app().await;
+    let shared_start = "p".repeat(72);
+    let password = format!("{shared_start}{}", "a".repeat(28));
+    assert_eq!(app.register("long@example.com", &password).await.status(), 201);
+    let login = |password: String| {
+        let app = &app;
+        async move {
+            app.post_json(
+                "/api/auth/login",
+                &json!({ "email": "long@example.com", "password": password }),
+            )
+            .await
+            .status()
+        }
+    };
+    assert_eq!(login(password.clone()).await, 200);
+    assert_eq!(login(format!("{shared_start}{}", "b".repeat(28))).await, 401);
+    assert_eq!(login(shared_start).await, 401);
+
+    let too_long = app.register("longest@example.com", &"x".repeat(1025)).await;
+    assert_error(too_long, 400, "invalid_request").await;
 }
 
 #[tokio::test]
@@ -241,6 +270,17 @@ async fn strict_mode_needs_a_session_or_a_gateway_signature() {
         app.change_password(signed, PASSWORD, "next password 1").await.status(),
         200
     );
+
+    let mut signed_without_account = user_header("gateway-only-user");
+    let signature = vigil::auth::gateway::sign("gateway-secret", "gateway-only-user", chrono::Utc::now().timestamp());
+    signed_without_account.insert("X-User-Signature", signature.parse().unwrap());
+    assert_error(
+        app.change_password(signed_without_account, PASSWORD, "next password 1")
+            .await,
+        404,
+        "not_found",
+    )
+    .await;
 }
 
 /// A `MakeWriter` that keeps everything written to it.
