@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use vigil_aggregates::chat_session::{
-    ChatSessionCommand, ChatSessionError, Message, Sender, ToolCall as StoredToolCall, TurnOutcome,
+    generate_title, ChatSessionCommand, ChatSessionError, Message, Sender, ToolCall as StoredToolCall, TurnOutcome,
 };
 use vigil_llm::{ChatMessage, ChatRequest, ContentPart, LlmError, SentenceChunker, StreamEvent};
 
@@ -55,8 +55,9 @@ pub enum Ending {
     Failed,
 }
 
-/// Answers `query` in the user's session `session_id` (refused when it is not theirs), about
-/// `incident_id` when given. Sends everything through `outbox` and ends with `status END`.
+/// Answers `query` in the user's session `session_id` (created when the id is unused, refused when
+/// the session is not theirs), about `incident_id` when given. Sends everything through `outbox`
+/// and always ends with one `status END`.
 pub async fn answer(
     state: AppState,
     query: ChatQuery,
@@ -68,48 +69,39 @@ pub async fn answer(
 ) -> Ending {
     let sid = session_id.to_string();
     let user_id = query.user_id.clone();
+    // Until the session is known to be the user's, only the asker hears about this query: the
+    // session's followers (its owner's sockets) must not see a stranger's refusal.
+    let refuse = |text: &str, code: Option<&str>| {
+        let asker = outbox.unrelayed();
+        asker.send(ServerMessage::session_error(&sid, text, Severity::Error, code));
+        asker.send(ServerMessage::status_end(&sid, false));
+        Ending::Failed
+    };
     let accepted = match attachments::accept(
         &query.attachments,
         &state.config.data_dir,
         state.config.attachment_max_bytes,
     ) {
         Ok(accepted) => accepted,
-        Err(message) => {
-            outbox.send(ServerMessage::session_error(
-                &sid,
-                message,
-                Severity::Error,
-                Some("INVALID_ATTACHMENT"),
-            ));
-            outbox.send(ServerMessage::status_end(&sid, false));
-            return Ending::Failed;
-        }
+        Err(message) => return refuse(&message, Some("INVALID_ATTACHMENT")),
     };
-    let earlier = match vigil_projections::chat_sessions::find_active(&state.db, &user_id, session_id).await {
-        Ok(Some(session)) => session,
+    let earlier = match open_session(&state, &query, session_id, incident_id).await {
+        Ok(Some(messages)) => messages,
         Ok(None) => {
-            outbox.send(ServerMessage::session_error(
-                &sid,
-                "chat session not found",
-                Severity::Error,
+            return refuse(
+                "chat session not found: this session_id is taken by a session you cannot use (another \
+                 user's, or a deleted one); ask with a new session_id",
                 Some("SESSION_NOT_FOUND"),
-            ));
-            return Ending::Failed;
+            )
         }
         Err(error) => {
-            tracing::error!(%error, session = %sid, "chat session lookup failed");
-            outbox.send(ServerMessage::session_error(
-                &sid,
-                "the session could not be read; try again",
-                Severity::Error,
-                None,
-            ));
-            return Ending::Failed;
+            tracing::error!(error = %format!("{error:#}"), session = %sid, "chat session lookup failed");
+            return refuse("the session could not be read; try again", None);
         }
     };
     let sessions = state.events.chat_sessions.clone();
     outbox.follow_session();
-    let history = match begin_turn(&state, &query, session_id, &earlier.messages, &accepted).await {
+    let history = match begin_turn(&state, &query, session_id, &earlier, &accepted).await {
         Ok(history) => history,
         Err(error) => {
             tracing::error!(%error, session = %sid, "chat turn could not start");
@@ -193,6 +185,47 @@ pub async fn answer(
     }
     outbox.send(ServerMessage::status_end(&sid, ending == Ending::Complete));
     ending
+}
+
+/// The messages of the user's session `session_id`. The first query naming an unused id creates
+/// the session (titled after the query), as `POST /chat_api/sessions` would. `None` when the id
+/// is taken by a session the user may not use: another user's, or a deleted one.
+async fn open_session(
+    state: &AppState,
+    query: &ChatQuery,
+    session_id: Uuid,
+    incident_id: Option<Uuid>,
+) -> anyhow::Result<Option<Vec<Message>>> {
+    let user_id = &query.user_id;
+    if let Some(session) = vigil_projections::chat_sessions::find_active(&state.db, user_id, session_id).await? {
+        return Ok(Some(session.messages.0));
+    }
+    let create = ChatSessionCommand::Create {
+        session_id,
+        user_id: user_id.clone(),
+        title: Some(generate_title(&[Message::user(query.query.clone())])),
+        messages: Vec::new(),
+        ui_state: Default::default(),
+        incident_id,
+        at: Utc::now(),
+    };
+    match execute(
+        &state.events.chat_sessions,
+        &session_id.to_string(),
+        create,
+        Actor::User(user_id),
+    )
+    .await
+    {
+        Ok(()) => Ok(Some(Vec::new())),
+        // Taken, though perhaps just now by the same user's other first query: look again.
+        Err(AggregateError::UserError(ChatSessionError::AlreadyExists)) => Ok(
+            vigil_projections::chat_sessions::find_active(&state.db, user_id, session_id)
+                .await?
+                .map(|session| session.messages.0),
+        ),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// Saves the user's message (and UI state), reopening a closed session and marking it in

@@ -83,11 +83,15 @@ impl Outbox {
             origin: Some(connection),
         }) = &self.relay
         {
-            let plain = Self {
-                relay: None,
-                ..self.clone()
-            };
-            fanout.follow(*session, *connection, &plain);
+            fanout.follow(*session, *connection, &self.unrelayed());
+        }
+    }
+
+    /// This outbox without its relay: for what only the asking connection may see.
+    pub fn unrelayed(&self) -> Self {
+        Self {
+            relay: None,
+            ..self.clone()
         }
     }
 

@@ -7,15 +7,17 @@
 
 use std::{
     collections::{HashMap, HashSet},
+    panic::AssertUnwindSafe,
     time::{Duration, Instant},
 };
 
+use futures::FutureExt;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use vigil_llm::{count_tokens, MAX_USER_MESSAGE_TOKENS};
 
-use super::protocol::{ChatQuery, ClientMessage, ServerMessage, Severity};
+use super::protocol::{ChatQuery, ClientMessage, ParseError, ServerMessage, Severity};
 use crate::{
     agent::{self, Confirmations, Ending, Outbox},
     state::AppState,
@@ -51,6 +53,47 @@ impl TokenBucket {
             Ok(())
         } else {
             Err(Duration::from_secs_f64((1.0 - self.tokens) / self.refill_per_second))
+        }
+    }
+}
+
+/// The spec's user-message limit is 20,000 tokens, "about 80,000 characters": both are enforced,
+/// as text the tokenizer packs densely (one letter repeated is ~8 characters a token) would
+/// otherwise pass far beyond 80,000 characters.
+const MAX_USER_MESSAGE_CHARS: usize = 80_000;
+
+/// Why `text` is over the user-message limit, if it is.
+fn too_long(text: &str) -> Option<String> {
+    const ADVICE: &str =
+        "The limit is 20,000 tokens (about 80,000 characters); shorten it or split it into several messages.";
+    let chars = text.chars().count();
+    if chars > MAX_USER_MESSAGE_CHARS {
+        return Some(format!("Your message is too long ({chars} characters). {ADVICE}"));
+    }
+    // A token spans at least one byte, so only a message longer than the limit in bytes can be
+    // over it in tokens; short messages skip the tokenizer.
+    if text.len() > MAX_USER_MESSAGE_TOKENS {
+        let tokens = count_tokens(text);
+        if tokens > MAX_USER_MESSAGE_TOKENS {
+            return Some(format!("Your message is too long ({tokens} tokens). {ADVICE}"));
+        }
+    }
+    None
+}
+
+/// Why a query is not processed: the error's text and code.
+const BUSY: &str = "BUSY";
+
+struct Refusal {
+    text: String,
+    code: &'static str,
+}
+
+impl Refusal {
+    fn new(text: impl Into<String>, code: &'static str) -> Self {
+        Self {
+            text: text.into(),
+            code,
         }
     }
 }
@@ -92,16 +135,22 @@ impl Connection {
         self.workflows.retain(|_, workflow| !workflow.task.is_finished());
         let message = match ClientMessage::parse(text) {
             Ok(message) => message,
-            Err(error) => return self.outbox.send(ServerMessage::error(error.0)),
+            Err(ParseError {
+                text,
+                query_session_id: Some(session_id),
+            }) => return self.refuse_query(&session_id, text, "INVALID_QUERY"),
+            Err(error) => return self.outbox.send(ServerMessage::error(error.text)),
         };
         if let ClientMessage::Init { user_id } = message {
             self.user_id = Some(user_id);
             return self.outbox.send(ServerMessage::status_start());
         }
         let Some(user_id) = self.user_id.clone() else {
-            return self
-                .outbox
-                .send(ServerMessage::error("send an init message with your user_id first"));
+            const INIT_FIRST: &str = "send an init message with your user_id first";
+            return match message {
+                ClientMessage::Query(query) => self.refuse_query(query.session_id.trim(), INIT_FIRST, "INIT_REQUIRED"),
+                _ => self.outbox.send(ServerMessage::error(INIT_FIRST)),
+            };
         };
         match message {
             ClientMessage::Init { .. } => unreachable!("handled above"),
@@ -128,15 +177,36 @@ impl Connection {
 
     fn query(&mut self, user_id: &str, query: ChatQuery) {
         let sid = query.session_id.trim().to_owned();
-        let reject = |text: String, code: &str| ServerMessage::session_error(&sid, text, Severity::Error, Some(code));
+        match self.admit(user_id, &query, &sid) {
+            Ok(session_id) => self.start_reply(session_id, query),
+            // The running reply's END is still to come: a second END now would tell the client
+            // that reply is over.
+            Err(Refusal { text, code: BUSY }) => {
+                self.outbox
+                    .send(ServerMessage::session_error(&sid, text, Severity::Error, Some(BUSY)))
+            }
+            Err(Refusal { text, code }) => self.refuse_query(&sid, text, code),
+        }
+    }
+
+    /// The checks a query must pass before any work is done for it. A BUSY refusal costs no
+    /// rate-limit token, as it does no work either.
+    fn admit(&mut self, user_id: &str, query: &ChatQuery, sid: &str) -> Result<Uuid, Refusal> {
         if query.user_id != user_id {
-            return self.outbox.send(reject(
-                "user_id does not match the one this connection was initialised with".into(),
+            return Err(Refusal::new(
+                "user_id does not match the one this connection was initialised with",
                 "USER_MISMATCH",
             ));
         }
+        let session_id = sid.parse::<Uuid>();
+        if session_id.as_ref().is_ok_and(|id| self.workflows.contains_key(id)) {
+            return Err(Refusal::new(
+                "a reply is still being written in this session; wait for it or cancel it",
+                BUSY,
+            ));
+        }
         if let Err(wait) = self.bucket.try_take(Instant::now()) {
-            return self.outbox.send(reject(
+            return Err(Refusal::new(
                 format!(
                     "Rate limit exceeded: at most {} messages per 60 seconds. Please wait {} seconds and retry.",
                     self.state.config.ws_messages_per_minute,
@@ -145,39 +215,33 @@ impl Connection {
                 "RATE_LIMITED",
             ));
         }
-        // A token spans at least one byte, so only a message longer than the limit in bytes can
-        // be over it in tokens; short messages skip the tokenizer.
-        if query.query.len() > MAX_USER_MESSAGE_TOKENS {
-            let tokens = count_tokens(&query.query);
-            if tokens > MAX_USER_MESSAGE_TOKENS {
-                return self.outbox.send(reject(
-                    format!(
-                        "Your message is too long ({tokens} tokens). The limit is 20,000 tokens; shorten it or split \
-                         it into several messages."
-                    ),
-                    "MESSAGE_TOO_LONG",
-                ));
-            }
+        if let Some(text) = too_long(&query.query) {
+            return Err(Refusal::new(text, "MESSAGE_TOO_LONG"));
         }
         if query.query.trim().is_empty() && query.direct_tool_call.is_none() {
-            return self.outbox.send(reject("the query is empty".into(), "EMPTY_QUERY"));
+            return Err(Refusal::new("the query is empty", "EMPTY_QUERY"));
         }
-        let Ok(session_id) = sid.parse::<Uuid>() else {
-            return self
-                .outbox
-                .send(reject("session_id is not a UUID".into(), "INVALID_SESSION_ID"));
-        };
-        if self.workflows.contains_key(&session_id) {
-            return self.outbox.send(reject(
-                "a reply is still being written in this session; wait for it or cancel it".into(),
-                "BUSY",
-            ));
-        }
+        session_id.map_err(|_| Refusal::new("session_id is not a UUID", "INVALID_SESSION_ID"))
+    }
+
+    /// Answers a query that will not be processed: the error, then the END its asker waits for.
+    fn refuse_query(&self, session_id: &str, text: impl Into<String>, code: &str) {
+        self.outbox.send(ServerMessage::session_error(
+            session_id,
+            text,
+            Severity::Error,
+            Some(code),
+        ));
+        self.outbox.send(ServerMessage::status_end(session_id, false));
+    }
+
+    fn start_reply(&mut self, session_id: Uuid, query: ChatQuery) {
         let outbox = self
             .outbox
             .relaying(self.state.session_fanout.clone(), session_id, Some(self.id));
         let cancel = CancellationToken::new();
         let answering = self.outbox.answering(session_id);
+        let asker = self.outbox.clone();
         let reply = agent::answer(
             self.state.clone(),
             query,
@@ -189,7 +253,14 @@ impl Connection {
         );
         let task = tokio::spawn(async move {
             let _answering = answering;
-            reply.await
+            match AssertUnwindSafe(reply).catch_unwind().await {
+                Ok(ending) => ending,
+                Err(_) => {
+                    // A bug cut the reply short: its client must not wait for the END forever.
+                    asker.send(ServerMessage::status_end(&session_id.to_string(), false));
+                    Ending::Failed
+                }
+            }
         });
         self.workflows.insert(session_id, Workflow { cancel, task });
         // The answer makes the connection follow the session once it has checked that the
@@ -199,19 +270,21 @@ impl Connection {
 
     fn cancel(&mut self, session_id: &str) {
         let running = session_id
-            .trim()
             .parse::<Uuid>()
             .ok()
             .and_then(|id| self.workflows.remove(&id).map(|workflow| (id, workflow)));
         let Some((id, workflow)) = running else {
-            return self.outbox.send(ServerMessage::session_error(
+            self.outbox.send(ServerMessage::session_error(
                 session_id,
                 "no reply is running in this session",
                 Severity::Warning,
                 Some("NOTHING_TO_CANCEL"),
             ));
+            // The spec's cancel always ends with END, so a client waiting for it is released.
+            return self.outbox.send(ServerMessage::status_end(session_id, false));
         };
-        // Pending confirmations of the session end unanswered, which counts as declined.
+        // Pending confirmations of the session end unanswered, which counts as declined; the
+        // cancelled reply sends the END.
         self.confirmations.retain(|_, (session, _)| *session != id);
         workflow.cancel.cancel();
     }
@@ -252,5 +325,20 @@ mod tests {
             "a long pause refills to the capacity, never beyond"
         );
         assert!(bucket.try_take(start + Duration::from_secs(600)).is_err());
+    }
+
+    #[test]
+    fn a_message_is_too_long_over_20000_tokens_or_80000_characters() {
+        assert_eq!(too_long("why is checkout down?"), None);
+        assert_eq!(too_long(&"a".repeat(80_000)), None, "80,000 characters, ~10,000 tokens");
+        let by_chars = too_long(&"a".repeat(80_001)).expect("over 80,000 characters");
+        assert!(
+            by_chars.contains("too long") && by_chars.contains("20,000 tokens"),
+            "{by_chars}"
+        );
+        let numbers = (10_000..23_000).map(|n| n.to_string()).collect::<Vec<_>>().join(" ");
+        assert!(numbers.chars().count() < MAX_USER_MESSAGE_CHARS);
+        let by_tokens = too_long(&numbers).expect("digits tokenize in groups of at most three");
+        assert!(by_tokens.contains("tokens). The limit is 20,000 tokens"), "{by_tokens}");
     }
 }

@@ -81,13 +81,26 @@ fn empty_object() -> Value {
 }
 
 #[derive(Debug, PartialEq)]
-pub struct ParseError(pub String);
+pub struct ParseError {
+    pub text: String,
+    /// The session a malformed chat query named: its asker still gets the query's END.
+    pub query_session_id: Option<String>,
+}
+
+impl ParseError {
+    fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            query_session_id: None,
+        }
+    }
+}
 
 impl ClientMessage {
     pub fn parse(text: &str) -> Result<Self, ParseError> {
-        let value: Value = serde_json::from_str(text).map_err(|_| ParseError("message is not valid JSON".into()))?;
+        let value: Value = serde_json::from_str(text).map_err(|_| ParseError::new("message is not valid JSON"))?;
         if !value.is_object() {
-            return Err(ParseError("a message is a JSON object".into()));
+            return Err(ParseError::new("a message is a JSON object"));
         }
         let kind = value
             .get("type")
@@ -95,40 +108,45 @@ impl ClientMessage {
         match kind.as_deref() {
             Some("init") => {
                 let user_id = string_field(&value, "user_id")
-                    .ok_or_else(|| ParseError("init needs a non-empty string user_id".into()))?;
+                    .ok_or_else(|| ParseError::new("init needs a non-empty string user_id"))?;
                 Ok(Self::Init { user_id })
             }
             Some("control") => {
                 let action = value.get("action").and_then(Value::as_str).unwrap_or_default();
                 if action != "cancel" {
-                    return Err(ParseError(format!(
+                    return Err(ParseError::new(format!(
                         "unknown control action {action:?}; the one action is \"cancel\""
                     )));
                 }
                 let session_id = string_field(&value, "session_id")
-                    .ok_or_else(|| ParseError("control needs a session_id".into()))?;
+                    .ok_or_else(|| ParseError::new("control needs a session_id"))?;
                 Ok(Self::Cancel { session_id })
             }
             Some("confirmation_response") => {
                 let confirmation_id = string_field(&value, "confirmation_id")
-                    .ok_or_else(|| ParseError("confirmation_response needs a confirmation_id".into()))?;
+                    .ok_or_else(|| ParseError::new("confirmation_response needs a confirmation_id"))?;
                 let approved = value
                     .get("approved")
                     .and_then(Value::as_bool)
-                    .ok_or_else(|| ParseError("confirmation_response needs a boolean approved".into()))?;
+                    .ok_or_else(|| ParseError::new("confirmation_response needs a boolean approved"))?;
                 Ok(Self::Confirmation {
                     confirmation_id,
                     approved,
                 })
             }
-            Some(other) => Err(ParseError(format!(
+            Some(other) => Err(ParseError::new(format!(
                 "unknown message type {other:?}; expected init, control or confirmation_response, or a chat query without type"
             ))),
             None => {
+                let session_id = string_field(&value, "session_id");
+                let invalid = |text: String| ParseError {
+                    text,
+                    query_session_id: session_id.clone(),
+                };
                 let query: ChatQuery =
-                    serde_path_to_error::deserialize(value).map_err(|error| ParseError(query_error(&error)))?;
+                    serde_path_to_error::deserialize(value).map_err(|error| invalid(query_error(&error)))?;
                 if query.user_id.trim().is_empty() || query.session_id.trim().is_empty() {
-                    return Err(ParseError("a chat query needs user_id and session_id".into()));
+                    return Err(invalid("a chat query needs user_id and session_id".into()));
                 }
                 Ok(Self::Query(Box::new(query)))
             }
@@ -314,7 +332,7 @@ mod tests {
 
     #[test]
     fn explains_what_is_wrong() {
-        let error = |text: &str| ClientMessage::parse(text).unwrap_err().0;
+        let error = |text: &str| ClientMessage::parse(text).unwrap_err().text;
         assert_eq!(error("nope"), "message is not valid JSON");
         assert!(error(r#"{"type":"init"}"#).contains("user_id"));
         assert!(error(r#"{"type":"dance"}"#).contains("unknown message type"));
@@ -322,6 +340,18 @@ mod tests {
         assert!(error(r#"{"user_id":"u","session_id":"s"}"#).contains("query"));
         assert!(error(r#"{"query":"q","user_id":"u","session_id":"s","mode":"write"}"#).contains("mode"));
         assert!(error(r#"{"type":"confirmation_response","confirmation_id":"c"}"#).contains("approved"));
+    }
+
+    #[test]
+    fn a_malformed_query_names_its_session_so_it_can_be_ended() {
+        let session_of = |text: &str| ClientMessage::parse(text).unwrap_err().query_session_id;
+        assert_eq!(
+            session_of(r#"{"query":"q","user_id":"u","session_id":" s ","mode":"write"}"#),
+            Some("s".into())
+        );
+        assert_eq!(session_of(r#"{"user_id":"u","session_id":"s"}"#), Some("s".into()));
+        assert_eq!(session_of(r#"{"query":"q","user_id":"u","session_id":7}"#), None);
+        assert_eq!(session_of(r#"{"type":"init"}"#), None);
     }
 
     #[test]

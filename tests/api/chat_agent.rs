@@ -79,6 +79,21 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The refusal of a query that was not processed: its error, then its `status END`.
+    async fn refused(&mut self, session_id: &str) -> Value {
+        let error = self.next().await;
+        assert_eq!(error["type"], "error", "{error}");
+        assert_eq!(error["data"]["session_id"], session_id, "{error}");
+        assert_eq!(
+            self.next().await["data"],
+            json!({ "status": "END", "isComplete": false, "session_id": session_id }),
+            "after {error}"
+        );
+        error
+    }
+}
+
 fn of_type<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
     messages.iter().filter(|message| message["type"] == kind).collect()
 }
@@ -392,28 +407,140 @@ async fn limits_too_long_messages_and_the_sixth_message_in_a_minute() {
     let session_id = new_session(&app, &user).await;
     let mut client = Client::connect(&app, &user).await;
 
-    let too_long = "incident ".repeat(20_500);
-    client.ask(&session_id, &too_long, json!({})).await;
-    let error = client.next().await;
-    assert_eq!(error["type"], "error");
-    assert_eq!(error["data"]["severity"], "error");
-    assert_eq!(error["data"]["session_id"], session_id);
-    let text = error["data"]["text"].as_str().unwrap();
-    assert!(text.contains("too long") && text.contains("20,000 tokens"), "{text}");
+    // Over the limit in tokens, then over it in characters only (~11,250 tokens of one letter).
+    for too_long in ["incident ".repeat(20_500), "a".repeat(90_000)] {
+        client.ask(&session_id, &too_long, json!({})).await;
+        let error = client.refused(&session_id).await;
+        assert_eq!(error["data"]["severity"], "error");
+        assert_eq!(error["data"]["code"], "MESSAGE_TOO_LONG");
+        let text = error["data"]["text"].as_str().unwrap();
+        assert!(text.contains("too long") && text.contains("20,000 tokens"), "{text}");
+    }
     assert_eq!(
         session(&app, &user, &session_id).await["messages"],
         json!([]),
         "nothing was processed"
     );
 
-    for _ in 0..4 {
+    for _ in 0..3 {
         client.ask("not-a-session", "hello", json!({})).await;
-        assert_eq!(client.next().await["data"]["code"], "INVALID_SESSION_ID");
+        assert_eq!(
+            client.refused("not-a-session").await["data"]["code"],
+            "INVALID_SESSION_ID"
+        );
     }
     client.ask(&session_id, "hello", json!({})).await;
-    let sixth = client.next().await;
+    let sixth = client.refused(&session_id).await;
     assert_eq!(sixth["data"]["code"], "RATE_LIMITED");
     assert!(sixth["data"]["text"].as_str().unwrap().contains("wait"), "{sixth}");
+}
+
+#[tokio::test]
+async fn every_refused_query_still_ends_with_status_end() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "  ", json!({})).await;
+    assert_eq!(client.refused(&session_id).await["data"]["code"], "EMPTY_QUERY");
+
+    client.ask(&session_id, "hello", json!({ "mode": "write" })).await;
+    let malformed = client.refused(&session_id).await;
+    assert_eq!(malformed["data"]["code"], "INVALID_QUERY");
+    assert!(
+        malformed["data"]["text"].as_str().unwrap().contains("mode"),
+        "{malformed}"
+    );
+
+    let attachment = json!({ "filename": "notes.exe", "file_type": "application/x-msdownload", "file_data": "AAAA" });
+    client
+        .ask(&session_id, "look at this", json!({ "attachments": [attachment] }))
+        .await;
+    assert_eq!(client.refused(&session_id).await["data"]["code"], "INVALID_ATTACHMENT");
+
+    assert_eq!(session(&app, &user, &session_id).await["messages"], json!([]));
+}
+
+#[tokio::test]
+async fn a_busy_session_refuses_further_queries_without_spending_rate_tokens() {
+    let model = FakeOpenAi::start().await;
+    let long = "First sentence arrives. ".repeat(10);
+    model.push(Reply::text(long).chunk_delay(Duration::from_millis(25)));
+    model.push(Reply::text("Second answer."));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "Tell me everything", json!({})).await;
+    loop {
+        let message = client.next().await;
+        if message["type"] == "message" {
+            break;
+        }
+    }
+    // More queries than the bucket holds: had they spent tokens, the next real one would be refused.
+    for _ in 0..6 {
+        client.ask(&session_id, "And now?", json!({})).await;
+    }
+    let (mut busy, mut refused_ends) = (0, 0);
+    loop {
+        let message = client.next().await;
+        match (message["type"].as_str(), message["data"]["isComplete"].as_bool()) {
+            (Some("error"), _) => {
+                assert_eq!(message["data"]["code"], "BUSY", "{message}");
+                busy += 1;
+            }
+            (Some("status"), Some(false)) => refused_ends += 1,
+            (Some("status"), Some(true)) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        (busy, refused_ends),
+        (6, 0),
+        "a BUSY refusal sends no END: the running reply's END is the one that ends it"
+    );
+
+    client.ask(&session_id, "Anything else?", json!({})).await;
+    let messages = client.until_end().await;
+    assert!(of_type(&messages, "error").is_empty(), "{messages:#?}");
+    assert_eq!(messages.last().unwrap()["data"]["isComplete"], true);
+}
+
+#[tokio::test]
+async fn a_model_failure_ends_with_an_error_and_an_incomplete_end() {
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::status(400));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "Why is checkout down?", json!({})).await;
+    let messages = client.until_end().await;
+
+    let errors = of_type(&messages, "error");
+    assert_eq!(errors.len(), 1, "{messages:#?}");
+    assert_eq!(errors[0]["data"]["code"], "MODEL_ERROR");
+    assert_eq!(
+        messages.last().unwrap()["data"],
+        json!({ "status": "END", "isComplete": false, "session_id": session_id })
+    );
+    assert_eq!(session(&app, &user, &session_id).await["status"], "active");
+}
+
+#[tokio::test]
+async fn a_session_that_cannot_be_read_still_ends_the_query() {
+    let app = spawn_app().await;
+    let mut client = Client::connect(&app, "u-1").await;
+    app.take_database_away().await;
+
+    let session_id = Uuid::new_v4().to_string();
+    client.ask(&session_id, "hello", json!({})).await;
+    let error = client.refused(&session_id).await;
+    assert!(error["data"]["text"].as_str().unwrap().contains("try again"), "{error}");
 }
 
 #[tokio::test]
@@ -438,23 +565,88 @@ async fn without_a_model_the_built_in_assistant_answers_from_the_incidents() {
 }
 
 #[tokio::test]
-async fn sessions_of_others_and_unknown_sessions_are_refused() {
+async fn an_unused_session_id_starts_a_session_of_the_asker() {
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::text("Checkout is healthy."));
+    model.push(Reply::text("Still healthy."));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let mut client = Client::connect(&app, &user).await;
+    let session_id = Uuid::new_v4().to_string();
+
+    client
+        .ask(
+            &session_id,
+            "Is checkout down?",
+            json!({ "ui_state": { "selectedMode": "ask" } }),
+        )
+        .await;
+    let messages = client.until_end().await;
+
+    assert_eq!(chunks(&messages).concat(), "Checkout is healthy.");
+    assert!(of_type(&messages, "error").is_empty(), "{messages:#?}");
+    assert_eq!(
+        messages.last().unwrap()["data"],
+        json!({ "status": "END", "isComplete": true, "session_id": session_id })
+    );
+    let saved = session(&app, &user, &session_id).await;
+    assert_eq!(saved["id"], session_id);
+    assert_eq!(saved["title"], "Is checkout down?");
+    assert_eq!(saved["status"], "completed");
+    assert_eq!(saved["ui_state"]["selectedMode"], "ask");
+    assert_eq!(saved["messages"].as_array().unwrap().len(), 2, "{saved}");
+
+    // From then on it is an ordinary session: the conversation goes on with its context.
+    client.ask(&session_id, "And now?", json!({})).await;
+    assert_eq!(client.until_end().await.last().unwrap()["data"]["isComplete"], true);
+    assert!(model.requests()[1]["messages"]
+        .to_string()
+        .contains("Checkout is healthy."));
+    assert_eq!(
+        session(&app, &user, &session_id).await["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+}
+
+#[tokio::test]
+async fn sessions_of_others_and_deleted_sessions_are_refused_with_an_end() {
     let app = spawn_app().await;
     let owner = app.new_user().await.id;
     let other = app.new_user().await.id;
-    let session_id = new_session(&app, &owner).await;
+    let session_id = app
+        .create_session(
+            &owner,
+            &json!({ "title": "secret", "messages": [{ "sender": "user", "text": "the root password is hunter2" }] }),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let mut client = Client::connect(&app, &other).await;
 
-    for id in [session_id.clone(), Uuid::new_v4().to_string()] {
-        client.ask(&id, "hello", json!({})).await;
-        let error = client.next().await;
-        assert_eq!(error["data"]["code"], "SESSION_NOT_FOUND", "{error}");
-    }
+    client.ask(&session_id, "hello", json!({})).await;
+    let error = client.refused(&session_id).await;
+    assert_eq!(error["data"]["code"], "SESSION_NOT_FOUND", "{error}");
+    assert!(!error.to_string().contains("hunter2"), "{error}");
+
+    let deleted = new_session(&app, &other).await;
+    let response = app
+        .send_as(&other, Method::DELETE, &format!("/chat_api/sessions/{deleted}"), None)
+        .await;
+    assert_eq!(response.status(), 200);
+    client.ask(&deleted, "hello again", json!({})).await;
+    assert_eq!(client.refused(&deleted).await["data"]["code"], "SESSION_NOT_FOUND");
+
     client
         .send(json!({ "query": "hello", "user_id": owner, "session_id": session_id }))
         .await;
-    assert_eq!(client.next().await["data"]["code"], "USER_MISMATCH");
-    assert_eq!(session(&app, &owner, &session_id).await["messages"], json!([]));
+    assert_eq!(client.refused(&session_id).await["data"]["code"], "USER_MISMATCH");
+    let saved = session(&app, &owner, &session_id).await;
+    assert_eq!(saved["messages"].as_array().unwrap().len(), 1, "untouched: {saved}");
+    assert_eq!(saved["status"], "active");
 }
 
 #[tokio::test]
@@ -594,7 +786,7 @@ async fn a_reply_reaches_the_sessions_sockets_on_other_instances() {
     let other = first.new_user().await.id;
     let mut stranger = Client::connect_to(second.ws_addr, &other).await;
     stranger.ask(&session_id, "Let me in", json!({})).await;
-    let refused = stranger.next().await;
+    let refused = stranger.refused(&session_id).await;
     assert_eq!(
         refused["data"]["code"], "SESSION_NOT_FOUND",
         "another user's session is refused: {refused}"

@@ -1,6 +1,7 @@
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::{connect_async, tungstenite::Message};
+use uuid::Uuid;
 
 use crate::helpers::spawn_app;
 
@@ -48,11 +49,126 @@ async fn messages_before_init_get_an_error_and_the_socket_stays_usable() {
         ))
         .await
         .unwrap();
-    assert_eq!(next_json(&mut socket).await["type"], "error");
+    let error = next_json(&mut socket).await;
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["data"]["code"], "INIT_REQUIRED");
+    assert_eq!(
+        next_json(&mut socket).await["data"],
+        json!({ "status": "END", "isComplete": false, "session_id": "s" }),
+        "the query is still answered with its END"
+    );
 
     socket
         .send(Message::text(json!({ "type": "init", "user_id": "u" }).to_string()))
         .await
         .unwrap();
     assert_eq!(next_json(&mut socket).await["data"]["status"], "START");
+}
+
+async fn send_json(socket: &mut Socket, message: Value) {
+    socket.send(Message::text(message.to_string())).await.unwrap();
+}
+
+/// Connects and sends `init` as `user_id`, as a client that knows only the spec does.
+async fn connect_as(app: &crate::helpers::TestApp, user_id: &str) -> Socket {
+    let (mut socket, _) = connect_async(format!("ws://{}/", app.ws_addr)).await.unwrap();
+    send_json(&mut socket, json!({ "type": "init", "user_id": user_id })).await;
+    assert_eq!(next_json(&mut socket).await["data"]["status"], "START");
+    socket
+}
+
+/// Every message up to and including the first `status END`.
+async fn until_end(socket: &mut Socket) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let message = next_json(socket).await;
+        let end = message["type"] == "status" && message["data"]["status"] == "END";
+        seen.push(message);
+        if end {
+            return seen;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_first_query_with_a_fresh_session_id_is_answered_to_the_end() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let mut socket = connect_as(&app, &user).await;
+    let session_id = Uuid::new_v4().to_string();
+
+    send_json(
+        &mut socket,
+        json!({ "query": "Is checkout down?", "user_id": user, "session_id": session_id }),
+    )
+    .await;
+    let messages = until_end(&mut socket).await;
+
+    assert!(
+        messages.iter().any(|message| message["type"] == "message"),
+        "{messages:#?}"
+    );
+    assert!(
+        messages.iter().all(|message| message["type"] != "error"),
+        "{messages:#?}"
+    );
+    assert_eq!(
+        messages.last().unwrap()["data"],
+        json!({ "status": "END", "isComplete": true, "session_id": session_id })
+    );
+}
+
+#[tokio::test]
+async fn cancel_with_nothing_running_warns_and_sends_end() {
+    let app = spawn_app().await;
+    let mut socket = connect_as(&app, "u-1").await;
+    let session_id = Uuid::new_v4().to_string();
+
+    send_json(
+        &mut socket,
+        json!({ "type": "control", "action": "cancel", "session_id": session_id, "user_id": "u-1" }),
+    )
+    .await;
+
+    let warning = next_json(&mut socket).await;
+    assert_eq!(warning["type"], "error");
+    assert_eq!(warning["data"]["severity"], "warning");
+    assert_eq!(warning["data"]["code"], "NOTHING_TO_CANCEL");
+    assert_eq!(
+        next_json(&mut socket).await,
+        json!({ "type": "status", "session_id": session_id,
+                "data": { "status": "END", "isComplete": false, "session_id": session_id } })
+    );
+}
+
+#[tokio::test]
+async fn a_message_over_80000_characters_is_too_long_even_in_few_tokens() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let mut socket = connect_as(&app, &user).await;
+    let session_id = Uuid::new_v4().to_string();
+
+    send_json(
+        &mut socket,
+        json!({ "query": "a".repeat(90_000), "user_id": user, "session_id": session_id }),
+    )
+    .await;
+
+    let error = next_json(&mut socket).await;
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["data"]["severity"], "error");
+    assert_eq!(error["data"]["session_id"], session_id);
+    let text = error["data"]["text"].as_str().unwrap();
+    assert!(text.contains("too long") && text.contains("20,000 tokens"), "{text}");
+    assert_eq!(
+        next_json(&mut socket).await["data"],
+        json!({ "status": "END", "isComplete": false, "session_id": session_id })
+    );
+    let listed = app
+        .send_as(&user, reqwest::Method::GET, "/chat_api/sessions", None)
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"], json!([]), "nothing was processed");
 }
