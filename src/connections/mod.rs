@@ -9,12 +9,17 @@ pub mod tokens;
 use std::{path::Path, sync::Arc, time::Duration};
 
 use anyhow::Context;
-use axum::http::StatusCode;
+use axum::{
+    body::Body,
+    http::{header, StatusCode},
+    response::{IntoResponse, Response},
+};
 use base64::{engine::general_purpose::STANDARD, Engine};
 use chrono::Utc;
 use cqrs_es::AggregateError;
 use hmac::{Hmac, Mac};
 use reqwest::Url;
+use serde::Serialize;
 use serde_json::Value;
 use sha2::Sha256;
 use sqlx::PgPool;
@@ -360,15 +365,59 @@ pub fn not_configured(provider: Provider) -> AppError {
     }
 }
 
-/// Refuses a body whose `userId` names someone other than the caller.
+/// Checks a body's `userId` (required by the spec): blank is a 400 like a missing one; someone
+/// other than the caller is a 403.
 pub fn check_user_id(claimed: &str, user_id: &str) -> Result<(), AppError> {
-    let claimed = claimed.trim();
-    if !claimed.is_empty() && claimed != user_id {
+    if crate::extract::required(claimed, "userId")? != user_id {
         return Err(AppError::Forbidden(
             "userId does not match the authenticated user".into(),
         ));
     }
     Ok(())
+}
+
+/// The failure of an endpoint whose spec'd answer is `status` (`success` or `error`) and
+/// `message`: the service's `{error, code}` body (same status, headers and logging) plus
+/// `status: "error"` and `message`, so a client reading either shape understands it.
+#[derive(Debug)]
+pub struct StatusError(pub AppError);
+
+impl From<AppError> for StatusError {
+    fn from(error: AppError) -> Self {
+        Self(error)
+    }
+}
+
+/// The body of a [`StatusError`].
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct StatusErrorBody {
+    /// Always `error`.
+    pub status: &'static str,
+    /// What went wrong, for a person (the same text as `error`).
+    pub message: String,
+    pub error: String,
+    /// Stable machine-readable code.
+    pub code: String,
+}
+
+impl IntoResponse for StatusError {
+    fn into_response(self) -> Response {
+        let message = match &self.0 {
+            // As `AppError` answers it: the cause is logged, never shown.
+            AppError::Internal(_) => "internal server error".to_owned(),
+            other => other.to_string(),
+        };
+        let body = StatusErrorBody {
+            status: "error",
+            error: message.clone(),
+            message,
+            code: self.0.code().to_owned(),
+        };
+        let (mut parts, _) = self.0.into_response().into_parts();
+        parts.headers.remove(header::CONTENT_LENGTH);
+        let json = serde_json::to_vec(&body).expect("the error body serialises");
+        Response::from_parts(parts, Body::from(json))
+    }
 }
 
 impl From<AggregateError<ConnectionError>> for AppError {

@@ -73,9 +73,29 @@ pub struct SetupStatus {
     state: &'static str,
     status: String,
     complete: bool,
+    /// Percent done, 0 to 100; absent when not known (a failure before the first step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, maximum = 100)]
     progress: Option<u32>,
+    /// The step running (or reached), 1 to `total_steps`; absent before the first step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     step: Option<u32>,
-    total_steps: Option<u32>,
+    total_steps: u32,
+}
+
+impl SetupStatus {
+    /// Also the answer for an unknown task id (or another user's), as a task queue gives it.
+    fn pending() -> Self {
+        Self {
+            state: "PENDING",
+            status: "Waiting to start".into(),
+            complete: false,
+            progress: Some(0),
+            step: None,
+            total_steps: TOTAL_STEPS,
+        }
+    }
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -106,16 +126,25 @@ fn client(state: &AppState) -> Result<&CloudAClient, AppError> {
 /// Start connecting cloud_a: the URL of the consent screen.
 #[utoipa::path(post, path = "/cloud_a/login", tag = "cloud connections", request_body = LoginRequest,
     security(("user_id" = []), ("session_cookie" = [])),
-    responses((status = 200, body = LoginResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 200, body = LoginResponse),
+        (status = 400, description = "userId missing or blank", body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, description = "userId is not the caller", body = ErrorBody),
-        (status = 503, description = "cloud_a is not configured", body = ErrorBody)))]
+        (status = 503, description = "the service's cloud_a OAuth client is not configured (`provider_not_configured`)", body = ErrorBody)))]
 async fn login(
     State(state): State<AppState>,
     user: AuthUser,
     JsonBody(request): JsonBody<LoginRequest>,
 ) -> Result<Json<LoginResponse>, AppError> {
     conn::check_user_id(&request.user_id, &user.id)?;
-    let client = client(&state)?;
+    // The URL needs the client id, and a sign-in the callback could not finish (no client
+    // secret to exchange the code with) is not worth starting.
+    let client = state.connections.cloud_a.as_ref().ok_or_else(|| AppError::Refused {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        code: "provider_not_configured",
+        message: "cloud_a sign-in is not available: this service's cloud_a OAuth client is not configured \
+                  (its operator must set CLOUD_A_CLIENT_ID and CLOUD_A_CLIENT_SECRET)"
+            .into(),
+    })?;
     let oauth_state = state.connections.state_signer.issue(&user.id, Utc::now());
     Ok(Json(LoginResponse {
         login_url: client.login_url(&oauth_state).to_string(),
@@ -265,24 +294,28 @@ pub(super) fn redirect_to_frontend(
     Ok(Redirect::to(url.as_str()).into_response())
 }
 
-/// Progress of the post-auth setup started by the callback (`task_id` from its redirect).
+/// Progress of the post-auth setup started by the callback (`task_id` from its redirect). As in
+/// a task queue, an id it does not know (or another user's task) reads as `PENDING`, exactly like
+/// a task waiting to start.
 #[utoipa::path(get, path = "/cloud_a/setup/status/{task_id}", tag = "cloud connections",
     params(("task_id" = String, Path)), security(("user_id" = []), ("session_cookie" = [])),
-    responses((status = 200, body = SetupStatus), (status = 401, body = ErrorBody),
-        (status = 404, description = "unknown task, or another user's", body = ErrorBody)))]
+    responses((status = 200, body = SetupStatus), (status = 401, body = ErrorBody)))]
 async fn setup_status(
     State(state): State<AppState>,
     user: AuthUser,
     Path(task_id): Path<String>,
 ) -> Result<Json<SetupStatus>, AppError> {
-    let not_found = || AppError::NotFound("setup task not found".into());
-    let id: i64 = task_id.parse().map_err(|_| not_found())?;
+    let Ok(id) = task_id.parse::<i64>() else {
+        return Ok(Json(SetupStatus::pending()));
+    };
     let job = jobs::get(&state.db, id)
         .await
         .map_err(|error| AppError::Internal(error.into()))?
         .filter(|job| job.kind == CLOUD_A_SETUP_JOB)
-        .filter(|job| job.payload.get("user_id").and_then(|v| v.as_str()) == Some(user.id.as_str()))
-        .ok_or_else(not_found)?;
+        .filter(|job| job.payload.get("user_id").and_then(|v| v.as_str()) == Some(user.id.as_str()));
+    let Some(job) = job else {
+        return Ok(Json(SetupStatus::pending()));
+    };
     let step = job
         .progress
         .as_ref()
@@ -297,14 +330,7 @@ async fn setup_status(
         .map(str::to_owned);
     let percent = |step: u32| step.saturating_sub(1) * 100 / TOTAL_STEPS;
     let status = match job.state {
-        JobState::Available => SetupStatus {
-            state: "PENDING",
-            status: "Waiting to start".into(),
-            complete: false,
-            progress: Some(0),
-            step: None,
-            total_steps: Some(TOTAL_STEPS),
-        },
+        JobState::Available => SetupStatus::pending(),
         JobState::Running | JobState::Retryable => match step {
             None => SetupStatus {
                 state: "STARTED",
@@ -312,7 +338,7 @@ async fn setup_status(
                 complete: false,
                 progress: Some(0),
                 step: None,
-                total_steps: Some(TOTAL_STEPS),
+                total_steps: TOTAL_STEPS,
             },
             Some(step) => SetupStatus {
                 state: "PROGRESS",
@@ -320,7 +346,7 @@ async fn setup_status(
                 complete: false,
                 progress: Some(percent(step)),
                 step: Some(step),
-                total_steps: Some(TOTAL_STEPS),
+                total_steps: TOTAL_STEPS,
             },
         },
         JobState::Completed => SetupStatus {
@@ -329,7 +355,7 @@ async fn setup_status(
             complete: true,
             progress: Some(100),
             step: Some(TOTAL_STEPS),
-            total_steps: Some(TOTAL_STEPS),
+            total_steps: TOTAL_STEPS,
         },
         JobState::Discarded | JobState::Cancelled => SetupStatus {
             state: "FAILURE",
@@ -340,7 +366,7 @@ async fn setup_status(
             complete: true,
             progress: step.map(percent),
             step,
-            total_steps: Some(TOTAL_STEPS),
+            total_steps: TOTAL_STEPS,
         },
     };
     Ok(Json(status))
@@ -352,15 +378,25 @@ async fn setup_status(
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = CloudAStatus), (status = 401, body = ErrorBody),
         (status = 502, description = "cloud_a unreachable; retry", body = ErrorBody),
-        (status = 503, description = "cloud_a is not configured, or rejects the service's OAuth client", body = ErrorBody)))]
+        (status = 503, description = "stored credentials cannot be checked: the service's cloud_a OAuth client is not \
+            configured, or cloud_a rejects it", body = ErrorBody)))]
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudAStatus>, AppError> {
-    let client = client(&state)?;
     let disconnected = |error| CloudAStatus {
         connected: false,
         provider: PROVIDER.as_str(),
         project_id: None,
         has_billing: false,
         error,
+    };
+    let Some(client) = state.connections.cloud_a.as_ref() else {
+        // Only stored credentials need the OAuth client (to be refreshed and checked).
+        if conn::tokens::find(&state.db, &user.id, PROVIDER.as_str())
+            .await?
+            .is_none()
+        {
+            return Ok(Json(disconnected(None)));
+        }
+        return Err(not_configured(PROVIDER));
     };
     let (record, tokens) = match fresh_tokens(&state, client, &user.id).await {
         Ok(Some(found)) => found,

@@ -15,7 +15,7 @@ use crate::{
     connections::{
         self as conn,
         cloud_b::{assume, fresh, stored_credentials},
-        TokenFields,
+        StatusError, StatusErrorBody, TokenFields,
     },
     error::{AppError, ErrorBody},
     extract::JsonBody,
@@ -88,18 +88,26 @@ async fn external_id(State(state): State<AppState>, user: AuthUser) -> Json<Exte
     })
 }
 
-/// Connect a role: validates the ARN and the external ID, assumes the role, stores it.
+/// Connect a role: validates the ARN and the external ID, assumes the role, stores it. Failures
+/// answer in the spec's shape too: `status: "error"` and `message`, beside `error` and `code`.
 #[utoipa::path(post, path = "/cloud_b/auth", tag = "cloud connections", request_body = AuthRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = AuthResponse),
-        (status = 400, description = "bad ARN, wrong external ID, or the role refused to be assumed", body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, description = "userId is not the caller", body = ErrorBody),
-        (status = 502, body = ErrorBody), (status = 503, body = ErrorBody)))]
+        (status = 400, description = "missing field or blank userId, bad ARN, wrong external ID, or the role refused to be assumed",
+            body = StatusErrorBody),
+        (status = 401, body = StatusErrorBody), (status = 403, description = "userId is not the caller", body = StatusErrorBody),
+        (status = 502, body = StatusErrorBody),
+        (status = 503, description = "the service's own cloud_b credentials are not configured or rejected", body = StatusErrorBody)))]
 async fn auth(
     State(state): State<AppState>,
-    user: AuthUser,
-    JsonBody(request): JsonBody<AuthRequest>,
-) -> Result<Json<AuthResponse>, AppError> {
+    user: Result<AuthUser, AppError>,
+    request: Result<JsonBody<AuthRequest>, AppError>,
+) -> Result<Json<AuthResponse>, StatusError> {
+    let (user, JsonBody(request)) = (user?, request?);
+    Ok(connect_role(&state, &user, request).await?)
+}
+
+async fn connect_role(state: &AppState, user: &AuthUser, request: AuthRequest) -> Result<Json<AuthResponse>, AppError> {
     conn::check_user_id(&request.user_id, &user.id)?;
     let role_arn: RoleArn = request
         .role_arn
@@ -120,7 +128,7 @@ async fn auth(
             "external_id is not yours: use the one from GET /cloud_b/external-id",
         ));
     }
-    let credentials = assume(&state, &user.id, &role_arn, &expected).await?;
+    let credentials = assume(state, &user.id, &role_arn, &expected).await?;
     let stored = stored_credentials(&role_arn, &expected, read_only_role_arn.as_ref(), &credentials);
     let fields = TokenFields {
         token_data: Some(json!({
@@ -130,16 +138,7 @@ async fn auth(
         })),
         ..Default::default()
     };
-    conn::save_and_connect(
-        &state,
-        &user.id,
-        PROVIDER,
-        &stored,
-        &fields,
-        role_arn.account_id(),
-        None,
-    )
-    .await?;
+    conn::save_and_connect(state, &user.id, PROVIDER, &stored, &fields, role_arn.account_id(), None).await?;
     Ok(Json(AuthResponse {
         status: "success",
         message: format!("Connected cloud_b account {}", role_arn.account_id()),
@@ -149,12 +148,17 @@ async fn auth(
 }
 
 /// Whether usable credentials are stored (assuming the role again if they expired). No
-/// credential value is returned.
+/// credential value is returned. Failures carry `status: "error"` and `message` too.
 #[utoipa::path(get, path = "/cloud_b/get-credentials", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
-    responses((status = 200, body = CredentialsResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 502, body = ErrorBody)))]
-async fn get_credentials(State(state): State<AppState>, user: AuthUser) -> Result<Json<CredentialsResponse>, AppError> {
+    responses((status = 200, body = CredentialsResponse),
+        (status = 400, description = "the stored role can no longer be assumed", body = StatusErrorBody),
+        (status = 401, body = StatusErrorBody), (status = 502, body = StatusErrorBody), (status = 503, body = StatusErrorBody)))]
+async fn get_credentials(
+    State(state): State<AppState>,
+    user: Result<AuthUser, AppError>,
+) -> Result<Json<CredentialsResponse>, StatusError> {
+    let user = user?;
     let Some((stored, expiration)) = fresh(&state, &user.id).await? else {
         return Ok(Json(CredentialsResponse {
             status: "success",

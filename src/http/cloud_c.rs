@@ -67,7 +67,7 @@ pub struct CloudCStatus {
 #[utoipa::path(post, path = "/cloud_c/login", tag = "cloud connections", request_body = LoginRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = LoginResponse),
-        (status = 400, description = "invalid tenant or credentials, or no usable subscription", body = ErrorBody),
+        (status = 400, description = "a required field missing or blank (userId included), invalid tenant or credentials, or no usable subscription", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, description = "userId is not the caller", body = ErrorBody),
         (status = 502, body = ErrorBody)))]
 async fn login(

@@ -23,8 +23,19 @@ use crate::{
 };
 
 const PROVIDER: Provider = Provider::CloudE;
-/// How the API names the client's default network.
-const DEFAULT_NETWORK: &str = "-";
+/// How responses name the client's default network.
+const DEFAULT_NETWORK: &str = "default";
+/// How the API names it (and records stored before responses said `default`).
+const API_DEFAULT_NETWORK: &str = "-";
+
+/// A network as responses name it.
+fn shown_network(network: &str) -> &str {
+    if network == API_DEFAULT_NETWORK {
+        DEFAULT_NETWORK
+    } else {
+        network
+    }
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -40,7 +51,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct ConnectRequest {
     client_id: String,
     client_secret: String,
-    /// The client's default network when absent.
+    /// The client's default network when absent (or `default`).
     network: Option<String>,
 }
 
@@ -49,7 +60,7 @@ pub struct ConnectRequest {
 pub struct ConnectResponse {
     success: bool,
     message: String,
-    /// The network as the API names it (`-` for the default network).
+    /// The network connected: its name, or `default` for the client's default network.
     network: String,
     network_name: String,
     device_count: usize,
@@ -61,6 +72,7 @@ pub struct SshSetupResponse {
     success: bool,
     /// The agent's public key (`ssh-ed25519 ...`); the private key never leaves the secrets store.
     ssh_public_key: String,
+    /// As in `connect`: the network's name, or `default`.
     network: String,
     instructions: Vec<String>,
     /// Appends the public key to `~/.ssh/authorized_keys` unless it is there.
@@ -72,6 +84,7 @@ pub struct SshSetupResponse {
 pub struct CloudEStatus {
     connected: bool,
     provider: &'static str,
+    /// As in `connect`: the network's name, or `default`.
     network: Option<String>,
     network_name: Option<String>,
 }
@@ -98,21 +111,25 @@ async fn connect(
 ) -> Result<Json<ConnectResponse>, AppError> {
     let client_id = required(&request.client_id, "clientId")?;
     let client_secret = Secret::new(required(&request.client_secret, "clientSecret")?);
-    let requested = request.network.as_deref().map(str::trim).filter(|n| !n.is_empty());
+    // `None`: the client's default network, whichever way the request names it.
+    let requested = request
+        .network
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && *n != API_DEFAULT_NETWORK && *n != DEFAULT_NETWORK);
     if requested.is_some_and(|n| n.len() > 255 || n.contains('/')) {
         return Err(AppError::invalid("network must be a network name"));
     }
     let network = requested.unwrap_or(DEFAULT_NETWORK).to_owned();
-    let network_name = requested.unwrap_or("default").to_owned();
     let client = &state.connections.cloud_e;
     let token = client.token(&client_id, &client_secret).await.map_err(cloud_e_error)?;
     let devices = client
-        .list_devices(&token.access_token, Some(network.as_str()))
+        .list_devices(&token.access_token, requested)
         .await
         .map_err(cloud_e_error)?;
     let key_pair = generate_ssh_keypair("vigil-agent").map_err(|error| AppError::Internal(error.into()))?;
     let auth_key = client
-        .create_auth_key(&token.access_token, Some(network.as_str()), &[])
+        .create_auth_key(&token.access_token, requested, &[])
         .await
         .map_err(cloud_e_error)?;
     let stored = json!({
@@ -120,7 +137,7 @@ async fn connect(
         "client_secret": client_secret.expose(),
         "access_token": token.access_token.expose(),
         "expires_at": token.expires_at,
-        "network": network,
+        "network": requested.unwrap_or(API_DEFAULT_NETWORK),
         "ssh_private_key": key_pair.private_key.expose(),
         "ssh_public_key": key_pair.public_key,
         "auth_key": { "id": auth_key.id, "key": auth_key.key.expose() },
@@ -129,7 +146,7 @@ async fn connect(
         client_id: Some(client_id.clone()),
         token_data: Some(json!({
             "network": network,
-            "network_name": network_name,
+            "network_name": network,
             "ssh_public_key": key_pair.public_key,
             "auth_key_id": auth_key.id,
             "device_count": devices.len(),
@@ -144,14 +161,14 @@ async fn connect(
         &stored,
         &fields,
         &client_id,
-        Some(network_name.clone()),
+        Some(network.clone()),
     )
     .await?;
     Ok(Json(ConnectResponse {
         success: true,
-        message: format!("Connected cloud_e network {network_name}"),
+        message: format!("Connected cloud_e network {network}"),
+        network_name: network.clone(),
         network,
-        network_name,
         device_count: devices.len(),
     }))
 }
@@ -185,7 +202,7 @@ async fn record(state: &AppState, user_id: &str) -> Result<conn::TokenRecord, Ap
 async fn ssh_setup_info(State(state): State<AppState>, user: AuthUser) -> Result<Json<SshSetupResponse>, AppError> {
     let record = record(&state, &user.id).await?;
     let public_key = record.data_str("ssh_public_key").unwrap_or_default().to_owned();
-    let network = record.data_str("network_name").unwrap_or("default").to_owned();
+    let network = shown_network(record.data_str("network").unwrap_or(DEFAULT_NETWORK)).to_owned();
     let setup = ssh_setup(&public_key, &network).map_err(|error| AppError::Internal(error.into()))?;
     Ok(Json(SshSetupResponse {
         success: true,
@@ -213,7 +230,10 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
     Ok(Json(CloudEStatus {
         connected: record.is_some() && conn::has_connected_account(&state.db, &user.id, PROVIDER).await?,
         provider: PROVIDER.as_str(),
-        network: record.as_ref().and_then(|r| r.data_str("network")).map(str::to_owned),
+        network: record
+            .as_ref()
+            .and_then(|r| r.data_str("network"))
+            .map(|network| shown_network(network).to_owned()),
         network_name: record
             .as_ref()
             .and_then(|r| r.data_str("network_name"))

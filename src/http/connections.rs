@@ -80,11 +80,13 @@ async fn list_connections(
 }
 
 /// Marks one connection `not_connected`. The stored credentials are kept, so reconnecting needs
-/// no new authentication; the provider's own disconnect endpoint deletes them.
+/// no new authentication; the provider's own disconnect endpoint deletes them. Idempotent: an
+/// account that is not connected (or never was) gets the same answer.
 #[utoipa::path(delete, path = "/api/user_connections", tag = "cloud connections", request_body = DisconnectRequest,
     security(("user_id" = []), ("session_cookie" = [])),
-    responses((status = 200, body = DisconnectedResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 404, description = "no such connection of the caller", body = ErrorBody)))]
+    responses((status = 200, description = "the account is not connected (now or already)", body = DisconnectedResponse),
+        (status = 400, description = "missing or unknown provider, or missing account_id", body = ErrorBody),
+        (status = 401, body = ErrorBody)))]
 async fn disconnect_connection(
     State(state): State<AppState>,
     user: AuthUser,

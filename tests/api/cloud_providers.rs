@@ -231,6 +231,7 @@ async fn cloud_a_sign_in_runs_the_setup_and_connects_every_project() {
     let setup = connect_cloud_a(&app, &fakes, &user).await;
     assert_eq!(setup["complete"], true);
     assert_eq!(setup["progress"], 100);
+    assert_eq!(setup["step"], 7);
     assert_eq!(setup["total_steps"], 7);
 
     // Steps 2-4 on the connected project: APIs enabled, the agent's service account created and
@@ -282,16 +283,50 @@ async fn cloud_a_sign_in_runs_the_setup_and_connects_every_project() {
         .unwrap();
     assert_eq!(email.as_deref(), Some("owner@example.com"));
 
-    // Another user cannot read the setup task.
+    // Another user's task reads like an unknown one: pending, nothing revealed.
     let other = app.new_user().await.id;
     let task = sqlx::query_scalar::<_, i64>("SELECT id FROM jobs WHERE kind = 'cloud_a_setup'")
         .fetch_one(&app.db)
         .await
         .unwrap();
-    let response = app
-        .send_as(&other, Method::GET, &format!("/cloud_a/setup/status/{task}"), None)
+    for task_id in [task.to_string(), (task + 1000).to_string(), "not-a-number".into()] {
+        let (status, body) = call(
+            &app,
+            &other,
+            Method::GET,
+            &format!("/cloud_a/setup/status/{task_id}"),
+            None,
+        )
         .await;
-    assert_error(response, 404, "not_found").await;
+        assert_eq!(status, 200, "{task_id}: {body}");
+        assert_eq!(body, pending_setup(), "{task_id}");
+    }
+}
+
+/// What a setup task waiting to start shows, and so any task id the caller does not own.
+fn pending_setup() -> Value {
+    json!({ "state": "PENDING", "status": "Waiting to start", "complete": false, "progress": 0, "total_steps": 7 })
+}
+
+#[tokio::test]
+async fn cloud_a_setup_status_of_unknown_tasks_is_pending_without_null_fields() {
+    let (app, _fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    for task_id in ["1", "0", "-5", "99999999999999999999", "abc", "%20"] {
+        let (status, body) = call(
+            &app,
+            &user,
+            Method::GET,
+            &format!("/cloud_a/setup/status/{task_id}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{task_id}: {body}");
+        assert_eq!(body, pending_setup(), "{task_id}");
+        assert!(body.get("step").is_none(), "absent, not null: {body}");
+    }
+    let response = app.client.get(app.url("/cloud_a/setup/status/1")).send().await.unwrap();
+    assert_error(response, 401, "unauthorized").await;
 }
 
 fn refresh_grants(fakes: &Fakes) -> usize {
@@ -447,6 +482,14 @@ async fn cloud_a_force_disconnect_deletes_the_credentials() {
     assert_eq!(records, 0);
 }
 
+/// An error in the spec's `status`/`message` shape as well as the service's `error`/`code`.
+async fn assert_status_error(response: reqwest::Response, status: u16, code: &str) -> Value {
+    let body = assert_error(response, status, code).await;
+    assert_eq!(body["status"], "error", "{body}");
+    assert_eq!(body["message"], body["error"], "{body}");
+    body
+}
+
 async fn cloud_b_external_id(app: &TestApp, user: &str) -> String {
     let (status, body) = call(app, user, Method::GET, "/cloud_b/external-id", None).await;
     assert_eq!(status, 200, "{body}");
@@ -476,7 +519,7 @@ async fn cloud_b_assumes_the_role_with_the_users_external_id() {
             Some(&auth("arn:aws:iam::12345:role/x", &external_id)),
         )
         .await;
-    assert_error(response, 400, "invalid_role_arn").await;
+    assert_status_error(response, 400, "invalid_role_arn").await;
     let response = app
         .send_as(
             &user,
@@ -485,7 +528,7 @@ async fn cloud_b_assumes_the_role_with_the_users_external_id() {
             Some(&auth(ROLE_ARN, "vigil-not-mine")),
         )
         .await;
-    assert_error(response, 400, "external_id_mismatch").await;
+    assert_status_error(response, 400, "external_id_mismatch").await;
     // The role does not trust the service yet.
     let response = app
         .send_as(
@@ -495,7 +538,7 @@ async fn cloud_b_assumes_the_role_with_the_users_external_id() {
             Some(&auth(ROLE_ARN, &external_id)),
         )
         .await;
-    assert_error(response, 400, "role_assumption_denied").await;
+    assert_status_error(response, 400, "role_assumption_denied").await;
 
     fakes.sts.add_role(&ROLE_ARN.parse::<RoleArn>().unwrap(), &external_id);
     let (status, body) = call(
@@ -691,7 +734,8 @@ async fn cloud_e_connect_makes_ssh_and_auth_keys() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["success"], true);
     assert_eq!(body["deviceCount"], 2);
-    assert_eq!(body["network"], "-");
+    assert_eq!(body["network"], "default");
+    assert_eq!(body["networkName"], "default");
     let keys = fakes.cloud_e.auth_keys();
     assert_eq!(keys.len(), 1);
 
@@ -701,11 +745,12 @@ async fn cloud_e_connect_makes_ssh_and_auth_keys() {
     assert!(public_key.starts_with("ssh-ed25519 "), "{public_key}");
     assert!(body["command"].as_str().unwrap().contains(public_key));
     assert!(!body.to_string().contains("PRIVATE KEY"));
+    assert_eq!(body["network"], "default");
 
     let (_, body) = call(&app, &user, Method::GET, "/cloud_e_api/cloud_e/status", None).await;
     assert_eq!(
         body,
-        json!({ "connected": true, "provider": "cloud_e", "network": "-", "networkName": "default" })
+        json!({ "connected": true, "provider": "cloud_e", "network": "default", "networkName": "default" })
     );
     let tokens_before = token_requests(&fakes);
     let (status, body) = call(&app, &user, Method::POST, "/cloud_e_api/cloud_e/refresh-token", None).await;
@@ -726,6 +771,34 @@ async fn cloud_e_connect_makes_ssh_and_auth_keys() {
     assert_error(response, 404, "not_found").await;
 }
 
+#[tokio::test]
+async fn cloud_e_names_the_network_the_same_way_everywhere() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    for (requested, shown) in [
+        (json!("default"), "default"),
+        (json!("-"), "default"),
+        (json!(NETWORK), NETWORK),
+        (json!(" "), "default"),
+    ] {
+        let mut request = cloud_e_connect();
+        request["network"] = requested.clone();
+        let (status, body) = call(&app, &user, Method::POST, "/cloud_e_api/cloud_e/connect", Some(request)).await;
+        assert_eq!(status, 200, "{requested}: {body}");
+        assert_eq!(body["network"], shown, "{requested}: {body}");
+        assert_eq!(body["networkName"], shown, "{requested}: {body}");
+        let (_, status) = call(&app, &user, Method::GET, "/cloud_e_api/cloud_e/status", None).await;
+        assert_eq!(status["network"], shown, "{requested}: {status}");
+        assert_eq!(status["networkName"], shown, "{requested}: {status}");
+        let (_, setup) = call(&app, &user, Method::GET, "/cloud_e_api/cloud_e/ssh-setup", None).await;
+        assert_eq!(setup["network"], shown, "{requested}: {setup}");
+    }
+    // The provider is asked for its own name of the default network.
+    let paths: Vec<String> = fakes.cloud_e.requests().into_iter().map(|r| r.path).collect();
+    assert!(paths.iter().any(|p| p == "/api/v2/tailnet/-/devices"), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.contains("/tailnet/default/")), "{paths:?}");
+}
+
 fn token_requests(fakes: &Fakes) -> usize {
     fakes
         .cloud_e
@@ -736,19 +809,148 @@ fn token_requests(fakes: &Fakes) -> usize {
 }
 
 #[tokio::test]
-async fn unconfigured_providers_answer_503() {
+async fn unconfigured_providers_answer_503_only_where_the_service_client_is_needed() {
     let app = spawn_app_with(|_| {}).await;
     let user = app.new_user().await.id;
+
+    // Nothing connected reads as not connected, whatever the configuration.
+    let (status, body) = call(&app, &user, Method::GET, "/cloud_a/status", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({ "connected": false, "provider": "cloud_a", "project_id": null, "has_billing": false })
+    );
+    let (status, body) = call(&app, &user, Method::GET, "/cloud_a/setup/status/1", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, pending_setup());
+    let (status, body) = call(&app, &user, Method::GET, "/cloud_b/status", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["connected"], false);
+    let (status, body) = call(&app, &user, Method::GET, "/cloud_b/get-credentials", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["has_credentials"], false);
+
+    // Signing in needs the OAuth client, and says so.
     let response = app
         .send_as(&user, Method::POST, "/cloud_a/login", Some(&json!({ "userId": user })))
+        .await;
+    let body = assert_error(response, 503, "provider_not_configured").await;
+    let message = body["error"].as_str().unwrap();
+    assert!(
+        message.contains("cloud_a") && message.contains("not configured"),
+        "{message}"
+    );
+    let response = app
+        .send_as(&user, Method::POST, "/login", Some(&json!({ "userId": user })))
         .await;
     assert_error(response, 503, "provider_not_configured").await;
     let external_id = cloud_b_external_id(&app, &user).await;
     let body = json!({ "userId": user, "role_arn": ROLE_ARN, "external_id": external_id });
     let response = app.send_as(&user, Method::POST, "/cloud_b/auth", Some(&body)).await;
-    assert_error(response, 503, "provider_not_configured").await;
+    assert_status_error(response, 503, "provider_not_configured").await;
     let response = app.client.get(app.url("/cloud_c/status")).send().await.unwrap();
     assert_error(response, 401, "unauthorized").await;
+}
+
+#[tokio::test]
+async fn a_blank_user_id_is_refused_like_a_missing_one() {
+    let (app, _fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    let external_id = cloud_b_external_id(&app, &user).await;
+    let bodies = [
+        ("/cloud_a/login", json!({ "userId": user })),
+        ("/login", json!({ "userId": user })),
+        (
+            "/cloud_b/auth",
+            json!({ "userId": user, "role_arn": ROLE_ARN, "external_id": external_id }),
+        ),
+        ("/cloud_c/login", cloud_c_login(&user)),
+    ];
+    for (path, valid) in bodies {
+        for user_id in [json!(""), json!("   "), json!("\t\n"), Value::Null] {
+            let mut body = valid.clone();
+            match user_id {
+                Value::Null => {
+                    body.as_object_mut().unwrap().remove("userId");
+                }
+                blank => body["userId"] = blank,
+            }
+            let response = app.send_as(&user, Method::POST, path, Some(&body)).await;
+            let error = assert_error(response, 400, "invalid_request").await;
+            assert!(error["error"].as_str().unwrap().contains("userId"), "{path}: {error}");
+            if path == "/cloud_b/auth" {
+                assert_eq!(error["status"], "error", "{error}");
+            }
+        }
+    }
+    let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
+    assert_eq!(connections, json!([]));
+}
+
+#[tokio::test]
+async fn cloud_b_failures_carry_status_and_message() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    let external_id = cloud_b_external_id(&app, &user).await;
+    let valid = json!({ "userId": user, "role_arn": ROLE_ARN, "external_id": external_id });
+
+    let response = app
+        .client
+        .post(app.url("/cloud_b/auth"))
+        .json(&valid)
+        .send()
+        .await
+        .unwrap();
+    assert_status_error(response, 401, "unauthorized").await;
+    let response = app
+        .client
+        .get(app.url("/cloud_b/get-credentials"))
+        .send()
+        .await
+        .unwrap();
+    assert_status_error(response, 401, "unauthorized").await;
+    let response = app
+        .client
+        .post(app.url("/cloud_b/auth"))
+        .header("X-User-ID", &user)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_status_error(response, 400, "invalid_json").await;
+    let mut missing = valid.clone();
+    missing.as_object_mut().unwrap().remove("role_arn");
+    let response = app.send_as(&user, Method::POST, "/cloud_b/auth", Some(&missing)).await;
+    assert_status_error(response, 400, "invalid_request").await;
+    let mut someone_else = valid.clone();
+    someone_else["userId"] = json!("someone-else");
+    let response = app
+        .send_as(&user, Method::POST, "/cloud_b/auth", Some(&someone_else))
+        .await;
+    assert_status_error(response, 403, "forbidden").await;
+
+    fakes.sts.add_role(&ROLE_ARN.parse::<RoleArn>().unwrap(), &external_id);
+    fakes.sts.set_failure(Some(Failure::Respond {
+        status: 500,
+        body: "{}".into(),
+    }));
+    let response = app.send_as(&user, Method::POST, "/cloud_b/auth", Some(&valid)).await;
+    assert_status_error(response, 502, "provider_unavailable").await;
+
+    // Stored credentials due for renewal, and STS failing to renew them.
+    fakes.sts.set_failure(None);
+    fakes.sts.set_expiration(Some(Utc::now() + TimeDelta::minutes(3)));
+    let (status, body) = call(&app, &user, Method::POST, "/cloud_b/auth", Some(valid)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "success");
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    fakes.sts.set_failure(Some(Failure::Respond {
+        status: 500,
+        body: "{}".into(),
+    }));
+    let response = app.send_as(&user, Method::GET, "/cloud_b/get-credentials", None).await;
+    assert_status_error(response, 502, "provider_unavailable").await;
 }
 
 /// The app with cloud_f switched on, its OAuth client pointed at the fake authorization server.

@@ -149,23 +149,77 @@ async fn delete_validates_its_body() {
     assert_error(delete(&app, &user, "cloud_z", "x").await, 400, "invalid_provider").await;
     assert_error(delete(&app, &user, "cloud_f", "x").await, 400, "invalid_provider").await;
     assert_error(delete(&app, &user, "cloud_c", " ").await, 400, "invalid_request").await;
-    assert_error(
-        delete(&app, &user, "cloud_c", "no-such-account").await,
-        404,
-        "not_found",
-    )
-    .await;
-    let response = app
-        .send_as(
-            &user,
-            Method::DELETE,
-            "/api/user_connections",
-            Some(&json!({ "provider": "cloud_c" })),
-        )
-        .await;
-    assert_error(response, 400, "invalid_request").await;
+    for body in [
+        json!({ "provider": "cloud_c" }),
+        json!({ "account_id": "sub-1" }),
+        json!({ "provider": null, "account_id": "sub-1" }),
+        json!({}),
+    ] {
+        let response = app
+            .send_as(&user, Method::DELETE, "/api/user_connections", Some(&body))
+            .await;
+        assert_error(response, 400, "invalid_request").await;
+    }
     let response = app.client.get(app.url("/api/user_connections")).send().await.unwrap();
     assert_error(response, 401, "unauthorized").await;
+    let response = app
+        .client
+        .delete(app.url("/api/user_connections"))
+        .json(&json!({ "provider": "cloud_c", "account_id": "sub-1" }))
+        .send()
+        .await
+        .unwrap();
+    assert_error(response, 401, "unauthorized").await;
+}
+
+async fn connection_events(app: &TestApp) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM events WHERE aggregate_type = 'Connection'")
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn delete_is_idempotent_and_answers_the_same_whether_or_not_connected() {
+    let (app, _fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+
+    // Nothing connected at all: already not_connected, and nothing is recorded.
+    for provider in ["cloud_a", "cloud_b", "cloud_c", "cloud_d", "cloud_e"] {
+        let response = delete(&app, &user, provider, "never-connected").await;
+        assert_eq!(response.status(), 200, "{provider}");
+        assert_eq!(
+            response.json::<Value>().await.unwrap(),
+            json!({ "status": "disconnected" })
+        );
+    }
+    assert!(connections(&app, &user).await.is_empty());
+    assert_eq!(connection_events(&app).await, 0);
+
+    let (status, _) = call(&app, &user, Method::POST, "/cloud_c/login", Some(cloud_c_login(&user))).await;
+    assert_eq!(status, 200);
+    // Another account of a connected provider is not connected either.
+    let response = delete(&app, &user, "cloud_c", "99999999-2222-4333-8444-555566667777").await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(connections(&app, &user).await[0]["status"], "connected");
+
+    let events = connection_events(&app).await;
+    for _ in 0..2 {
+        let response = delete(&app, &user, "cloud_c", SUBSCRIPTION_ID).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.json::<Value>().await.unwrap(),
+            json!({ "status": "disconnected" })
+        );
+        let list = connections(&app, &user).await;
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0]["status"], "not_connected");
+    }
+    assert_eq!(
+        connection_events(&app).await,
+        events + 1,
+        "the second disconnect records nothing"
+    );
 }
 
 #[tokio::test]
@@ -183,12 +237,14 @@ async fn users_never_see_or_disconnect_each_others_connections() {
     .await;
 
     assert!(connections(&app, &intruder).await.is_empty());
-    assert_error(
-        delete(&app, &intruder, "cloud_c", SUBSCRIPTION_ID).await,
-        404,
-        "not_found",
-    )
-    .await;
+    // The intruder's own (absent) connection to that account, not the owner's.
+    let response = delete(&app, &intruder, "cloud_c", SUBSCRIPTION_ID).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({ "status": "disconnected" })
+    );
+    assert!(connections(&app, &intruder).await.is_empty());
     let (_, body) = call(&app, &intruder, Method::GET, "/cloud_c/status", None).await;
     assert_eq!(body["connected"], false);
     // Logging in with someone else's user id in the body is refused.
@@ -483,5 +539,55 @@ async fn openapi_document_lists_the_connection_endpoints() {
             paths.get(path).and_then(|p| p.get(method)).is_some(),
             "{method} {path} documented"
         );
+    }
+
+    let responses = |path: &str, method: &str| paths[path][method]["responses"].as_object().unwrap().clone();
+    let disconnect = responses("/api/user_connections", "delete");
+    assert!(
+        disconnect.contains_key("200") && disconnect.contains_key("400"),
+        "{disconnect:?}"
+    );
+    assert!(!disconnect.contains_key("404"), "DELETE is idempotent: {disconnect:?}");
+    assert!(!responses("/cloud_a/setup/status/{task_id}", "get").contains_key("404"));
+
+    let schemas = &document["components"]["schemas"];
+    let setup = &schemas["SetupStatus"];
+    let required: Vec<&str> = setup["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for field in ["state", "status", "complete"] {
+        assert!(required.contains(&field), "{field} in {setup}");
+    }
+    for field in ["progress", "step"] {
+        assert!(!required.contains(&field), "{field} is optional: {setup}");
+        assert!(
+            !setup["properties"][field].to_string().contains("null"),
+            "{field} is never null: {setup}"
+        );
+    }
+
+    let error_ref = |path: &str, method: &str, status: &str| {
+        responses(path, method)[status]["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for status in ["400", "401", "403", "502", "503"] {
+        assert_eq!(
+            error_ref("/cloud_b/auth", "post", status),
+            "#/components/schemas/StatusErrorBody",
+            "{status}"
+        );
+    }
+    assert_eq!(
+        error_ref("/cloud_b/get-credentials", "get", "502"),
+        "#/components/schemas/StatusErrorBody"
+    );
+    let body = &schemas["StatusErrorBody"];
+    for field in ["status", "message", "error", "code"] {
+        assert!(body["properties"].get(field).is_some(), "{field} in {body}");
     }
 }

@@ -123,6 +123,7 @@ pub enum ConnectionCommand {
         at: DateTime<Utc>,
     },
     /// `credentials_kept`: the generic disconnect keeps them, a provider's own disconnect deletes them.
+    /// Idempotent: disconnecting what is not connected (or never was) changes nothing.
     Disconnect {
         user_id: String,
         credentials_kept: bool,
@@ -313,6 +314,11 @@ impl Connection {
                 credentials_kept,
                 at,
             } => {
+                // Any state goes to not_connected, including none: a connection that never
+                // existed already is, and there is nothing to record.
+                if !self.created {
+                    return Ok(vec![]);
+                }
                 let connection = self.owned_by(&user_id)?;
                 // Disconnecting twice changes nothing, unless the credentials are now deleted too.
                 if connection.status == ConnectionStatus::NotConnected && credentials_kept {

@@ -153,11 +153,15 @@ fn another_user_cannot_take_over_a_connection() {
 }
 
 #[test]
-fn disconnect_of_an_unknown_connection_is_not_found() {
+fn disconnect_of_an_unknown_connection_changes_nothing() {
     Given::with(())
         .given_no_previous_events()
         .when(disconnect(OWNER, true))
-        .then_expect_error(ConnectionError::NotFound);
+        .then_expect_events(vec![]);
+    Given::with(())
+        .given_no_previous_events()
+        .when(disconnect(OWNER, false))
+        .then_expect_events(vec![]);
 }
 
 #[test]
