@@ -113,6 +113,16 @@ pub struct IncidentList {
     incidents: Vec<IncidentView>,
 }
 
+/// The detail response shows two suggestion types (spec): an investigation is a read-only look
+/// like a diagnostic, a mitigation changes something like a fix. The stored type keeps the nuance.
+fn detail_suggestion_type(stored: String) -> String {
+    match stored.as_str() {
+        "investigation" => "diagnostic".to_owned(),
+        "mitigation" => "fix".to_owned(),
+        _ => stored,
+    }
+}
+
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SuggestionView {
@@ -325,7 +335,7 @@ async fn get_incident(
                 id: s.id,
                 title: s.title,
                 description: s.description,
-                kind: s.kind,
+                kind: s.kind.map(detail_suggestion_type),
                 risk: s.risk,
                 command: s.command,
                 file_path: s.file_path,

@@ -337,23 +337,19 @@ impl Placer {
         Ok(outcomes)
     }
 
-    /// For each user of `items`: the span within which open incidents may take their alerts.
+    /// For each user of `items`: the span within which open incidents may take their alerts (each
+    /// alert reaches as far as its own kind's window: an alert storm need not read the incidents
+    /// of the last half hour that only a deployment could still join).
     fn candidate_windows<'a>(&self, items: impl Iterator<Item = &'a Item<'a>>) -> Vec<CandidateWindow<'a>> {
-        let widest = self
-            .correlation
-            .alert_window()
-            .max(self.correlation.deployment_window());
         let mut windows: HashMap<&str, (DateTime<Utc>, DateTime<Utc>)> = HashMap::new();
         for item in items {
-            let fired_at = item.alert.fired_at;
-            let window = windows.entry(item.user_id).or_insert((fired_at, fired_at));
-            window.0 = window.0.min(fired_at);
-            window.1 = window.1.max(fired_at);
+            let reach = self.correlation.window_for(event_kind(item.alert.kind));
+            let (from, to) = (item.alert.fired_at - reach, item.alert.fired_at + reach);
+            let window = windows.entry(item.user_id).or_insert((from, to));
+            window.0 = window.0.min(from);
+            window.1 = window.1.max(to);
         }
-        windows
-            .into_iter()
-            .map(|(user, (first, last))| (user, first - widest, last + widest))
-            .collect()
+        windows.into_iter().map(|(user, (from, to))| (user, from, to)).collect()
     }
 
     fn max_correlated(&self) -> i32 {

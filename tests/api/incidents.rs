@@ -75,7 +75,11 @@ async fn list_and_detail_have_the_spec_shape() {
     }
     assert_eq!(detail["alert"]["triggeredAt"], "2026-11-20T14:02:10Z");
     let raw: Value = serde_json::from_str(detail["alert"]["rawPayload"].as_str().unwrap()).unwrap();
-    assert_eq!(raw["fingerprint"], "7d3f9a1c0b2e4f58", "the original alert, complete");
+    assert_eq!(
+        raw,
+        fixture("source_a", "firing"),
+        "the original notification, complete"
+    );
 }
 
 #[tokio::test]
@@ -604,7 +608,10 @@ async fn analysis_products_appear_in_the_detail_and_survive_replay() {
         .collect();
     assert_eq!(keys, ["1", "2", "10"], "numeric keys only, in key order");
     assert_eq!(incident["suggestions"][0]["risk"], "high", "a rollback is never safe");
-    assert_eq!(incident["suggestions"][0]["type"], "mitigation");
+    assert_eq!(
+        incident["suggestions"][0]["type"], "fix",
+        "a stored mitigation shows as one of the detail's two types"
+    );
 
     app.state.events.replay(&app.db, None).await.unwrap();
     let rebuilt = detail(&app, &user, &id).await;

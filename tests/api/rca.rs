@@ -181,7 +181,14 @@ async fn an_alert_after_a_failed_deploy_is_analysed_end_to_end() {
     assert!(suggestions
         .iter()
         .any(|s| s["title"] == "Set INVENTORY_DB_POOL_SIZE for inventory-service"));
-    let rollback = suggestions.iter().find(|s| s["type"] == "mitigation").unwrap();
+    let rollback = suggestions
+        .iter()
+        .find(|s| s["title"].as_str().unwrap().starts_with("Roll inventory-service back"))
+        .unwrap();
+    assert_eq!(rollback["type"], "fix", "the detail shows a mitigation as a fix");
+    assert!(suggestions
+        .iter()
+        .all(|s| s["type"] == "diagnostic" || s["type"] == "fix"));
     assert_eq!(rollback["risk"], "high");
     let summary = incident["summary"].as_str().unwrap();
     assert!(

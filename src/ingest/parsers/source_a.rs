@@ -19,7 +19,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<N
         .enumerate()
         .map(|(index, element)| {
             let alert = notification.require_element("alerts", index, element)?;
-            parse_alert(&notification, &alert, element, received_at)
+            parse_alert(&notification, &alert, payload, received_at)
         })
         .collect()
 }
@@ -27,7 +27,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<N
 fn parse_alert(
     notification: &Obj<'_>,
     alert: &Obj<'_>,
-    element: &Value,
+    payload: &Value,
     received_at: DateTime<Utc>,
 ) -> Result<NormalizedAlert, ParseError> {
     let key = alert.require_id("fingerprint")?;
@@ -66,7 +66,9 @@ fn parse_alert(
         panel_url: alert.text("panelURL"),
         rule_name: alertname,
         labels: labels.map(|labels| labels.scalar_labels()).unwrap_or_default(),
-        raw: element.clone(),
+        // The spec's raw payload is "the complete original alert payload": the whole notification,
+        // whichever of its alerts this is.
+        raw: payload.clone(),
     })
 }
 
@@ -110,7 +112,7 @@ mod tests {
         );
         assert_eq!(alert.labels.get("team"), Some(&json!("payments")));
         assert_eq!(alert.labels.len(), 10);
-        assert_eq!(alert.raw, fixture(SOURCE, Fixture::Firing)["alerts"][0]);
+        assert_eq!(alert.raw, fixture(SOURCE, Fixture::Firing));
     }
 
     #[test]
@@ -147,7 +149,7 @@ mod tests {
         let alerts = parse(SOURCE, &payload, received_at()).expect("parses");
         let keys: Vec<&str> = alerts.iter().map(|alert| alert.key.as_str()).collect();
         assert_eq!(keys, ["7d3f9a1c0b2e4f58", "e19b04c7a3d25f6e"]);
-        assert_eq!(alerts[1].raw, second);
+        assert_eq!(alerts[1].raw, payload, "each alert keeps the whole notification");
     }
 
     #[test]

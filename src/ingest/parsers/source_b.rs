@@ -52,13 +52,15 @@ fn untitled(incident: &Obj<'_>, key: &str) -> String {
     }
 }
 
-/// `priority.name` (P1..P5) when set, else `urgency` (high → critical, low → warning).
+/// `priority.name` (P1..P5) as the sender names it, else `urgency` (high → critical, low → warning).
 fn severity(incident: &Obj<'_>) -> Option<String> {
     let priority = incident
         .object("priority")
-        .and_then(|priority| priority.first_text(&["name", "summary"]));
-    if let Some(priority) = priority {
-        return normalize_severity(&priority);
+        .and_then(|priority| priority.first_text(&["name", "summary"]))
+        .map(|priority| priority.trim().to_owned())
+        .filter(|priority| !priority.is_empty());
+    if priority.is_some() {
+        return priority;
     }
     let urgency = incident.text("urgency")?;
     match urgency.to_lowercase().as_str() {
@@ -109,7 +111,11 @@ mod tests {
             "payments-api: elevated HTTP 5xx rate on POST /v1/charges (7.9%)"
         );
         assert_eq!(alert.service.as_deref(), Some("payments-api"));
-        assert_eq!(alert.severity.as_deref(), Some("p1"));
+        assert_eq!(
+            alert.severity.as_deref(),
+            Some("P1"),
+            "the priority as named, not lower-cased"
+        );
         assert_eq!(alert.fired_at, utc("2026-11-20T09:14:27Z"));
         assert!(!alert.resolved);
         assert_eq!(alert.state, "incident.triggered");

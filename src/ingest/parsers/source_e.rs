@@ -57,8 +57,9 @@ fn severity(value: &Value) -> Option<String> {
     let level = text.parse::<u8>().ok().or_else(|| level_of_word(&text));
     let normalized = match level {
         Some(1 | 2) => "info",
-        Some(3 | 4) => "warning",
-        Some(5 | 6) => "critical",
+        Some(3) => "warning",
+        // "error" means critical here as it does for every other source.
+        Some(4..=6) => "critical",
         _ => return normalize_severity(&text),
     };
     Some(normalized.to_owned())
@@ -124,7 +125,7 @@ mod tests {
         assert_eq!(related.key, "search/auth-service - login error spike");
         assert_ne!(related.key, firing.key);
         assert_eq!(related.service, firing.service);
-        assert_eq!(related.severity.as_deref(), Some("warning"));
+        assert_eq!(related.severity.as_deref(), Some("critical"), "level 4 is error");
         assert_eq!(related.fired_at, utc("2026-11-20T11:07:00Z"));
         assert!(!related.resolved);
     }
@@ -153,7 +154,8 @@ mod tests {
             (json!(1), "info"),
             (json!("2"), "info"),
             (json!(3), "warning"),
-            (json!("error"), "warning"),
+            (json!("error"), "critical"),
+            (json!(4), "critical"),
             (json!("Severe"), "critical"),
             (json!("fatal"), "critical"),
             (json!(6), "critical"),
