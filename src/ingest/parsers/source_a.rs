@@ -19,15 +19,31 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<N
         .enumerate()
         .map(|(index, element)| {
             let alert = notification.require_element("alerts", index, element)?;
-            parse_alert(&notification, &alert, payload, received_at)
+            let raw = if alerts.len() == 1 {
+                payload.clone()
+            } else {
+                with_only_alert(payload, element)
+            };
+            parse_alert(&notification, &alert, raw, received_at)
         })
         .collect()
+}
+
+/// The notification as if it had carried only `element`: the spec's raw payload is "the complete
+/// original alert payload", and a copy of every alert with each of a group's alerts would grow
+/// with the square of the group.
+fn with_only_alert(payload: &Value, element: &Value) -> Value {
+    let mut narrowed = payload.clone();
+    if let Some(fields) = narrowed.as_object_mut() {
+        fields.insert("alerts".into(), Value::Array(vec![element.clone()]));
+    }
+    narrowed
 }
 
 fn parse_alert(
     notification: &Obj<'_>,
     alert: &Obj<'_>,
-    payload: &Value,
+    raw: Value,
     received_at: DateTime<Utc>,
 ) -> Result<NormalizedAlert, ParseError> {
     let key = alert.require_id("fingerprint")?;
@@ -66,9 +82,7 @@ fn parse_alert(
         panel_url: alert.text("panelURL"),
         rule_name: alertname,
         labels: labels.map(|labels| labels.scalar_labels()).unwrap_or_default(),
-        // The spec's raw payload is "the complete original alert payload": the whole notification,
-        // whichever of its alerts this is.
-        raw: payload.clone(),
+        raw,
     })
 }
 
@@ -149,7 +163,12 @@ mod tests {
         let alerts = parse(SOURCE, &payload, received_at()).expect("parses");
         let keys: Vec<&str> = alerts.iter().map(|alert| alert.key.as_str()).collect();
         assert_eq!(keys, ["7d3f9a1c0b2e4f58", "e19b04c7a3d25f6e"]);
-        assert_eq!(alerts[1].raw, payload, "each alert keeps the whole notification");
+        let mut alone = payload.clone();
+        alone["alerts"] = json!([second]);
+        assert_eq!(
+            alerts[1].raw, alone,
+            "the notification's own fields, with this alert only"
+        );
     }
 
     #[test]
