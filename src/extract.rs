@@ -1,6 +1,8 @@
 //! Request extractors whose rejections are [`AppError`]s, so that a malformed body, path or
 //! query gets the service's JSON error shape instead of axum's plain text.
 
+use std::borrow::Cow;
+
 use axum::{
     body::Bytes,
     extract::{FromRequest, FromRequestParts, Request},
@@ -66,9 +68,11 @@ async fn non_empty_body<S: Send + Sync>(req: Request, state: &S) -> Result<Optio
     Ok(Some(bytes))
 }
 
-/// Parses a JSON document, naming the offending field on a shape error.
+/// Parses a JSON document, naming the offending field on a shape error. NUL characters in its
+/// strings are dropped (see [`without_nul_escapes`]).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let bytes = without_nul_escapes(bytes);
+    let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
     serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner();
@@ -83,6 +87,38 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
             _ => AppError::bad_request("invalid_json", format!("malformed JSON: {inner}")),
         }
     })
+}
+
+/// JSON text without the `\u0000` escapes of its strings. PostgreSQL stores a NUL neither in text
+/// nor in jsonb, so one would fail the request late, as a 500, and an alert sender would retry it
+/// forever; it carries nothing a person meant to send. Borrowed when there is none (the usual case).
+pub fn without_nul_escapes(json: &[u8]) -> Cow<'_, [u8]> {
+    const NUL: &[u8] = b"\\u0000";
+    if !json.windows(NUL.len()).any(|window| window == NUL) {
+        return Cow::Borrowed(json);
+    }
+    let mut kept = Vec::with_capacity(json.len());
+    let (mut at, mut in_string) = (0, false);
+    while let Some(&byte) = json.get(at) {
+        if in_string && byte == b'\\' {
+            // An escape: a NUL's is dropped, any other is kept whole (so `\\u0000`, an escaped
+            // backslash before the text `u0000`, stays).
+            let escape = if json[at..].starts_with(NUL) {
+                &[][..]
+            } else {
+                &json[at..(at + 2).min(json.len())]
+            };
+            kept.extend_from_slice(escape);
+            at += if escape.is_empty() { NUL.len() } else { escape.len() };
+            continue;
+        }
+        if byte == b'"' {
+            in_string = !in_string;
+        }
+        kept.push(byte);
+        at += 1;
+    }
+    Cow::Owned(kept)
 }
 
 /// The `Content-Type` when it names a format that is certainly not JSON (an HTML form's).
@@ -114,4 +150,34 @@ pub fn required(value: &str, field: &str) -> Result<String, AppError> {
         return Err(AppError::invalid(format!("{field} is required")));
     }
     Ok(value.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nul_escapes_are_dropped_from_strings_only() {
+        let cases = [
+            (r#"{"a":"x\u0000y"}"#, r#"{"a":"xy"}"#),
+            (r#"{"a\u0000":"\u0000"}"#, r#"{"a":""}"#),
+            (r#"{"a":"\\u0000"}"#, r#"{"a":"\\u0000"}"#),
+            (r#"{"a":"\"\u0000\""}"#, r#"{"a":"\"\""}"#),
+            (r#"{"a":"\u00001"}"#, r#"{"a":"1"}"#),
+        ];
+        for (given, expected) in cases {
+            assert_eq!(
+                std::str::from_utf8(&without_nul_escapes(given.as_bytes())).unwrap(),
+                expected,
+                "{given}"
+            );
+        }
+        assert!(matches!(without_nul_escapes(br#"{"a":"b"}"#), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn parsed_bodies_hold_no_nul() {
+        let value: serde_json::Value = parse_json(br#"{"title":"a\u0000b","n":[ "\u0000" ]}"#).unwrap();
+        assert_eq!(value, serde_json::json!({"title": "ab", "n": [""]}));
+    }
 }

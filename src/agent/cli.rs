@@ -218,8 +218,10 @@ impl CliConfig {
     }
 }
 
+/// The output as text for the model and the saved conversation: at most [`MAX_OUTPUT_BYTES`],
+/// without NUL characters (binary output has them; PostgreSQL stores none).
 fn truncated(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_OUTPUT_BYTES)]).into_owned();
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_OUTPUT_BYTES)]).replace('\0', "");
     if bytes.len() > MAX_OUTPUT_BYTES {
         format!("{text}\n[output truncated at {MAX_OUTPUT_BYTES} bytes]")
     } else {
@@ -233,6 +235,11 @@ mod tests {
 
     fn kind(command: &str) -> CommandKind {
         classify(&parse(command).unwrap())
+    }
+
+    #[test]
+    fn binary_output_loses_its_nul_characters() {
+        assert_eq!(truncated(b"a\0b\0"), "ab");
     }
 
     #[test]

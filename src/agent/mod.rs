@@ -162,7 +162,8 @@ pub async fn answer(
     let actor = Actor::User(&user_id);
     let (text, tool_calls) = (std::mem::take(&mut turn.text), std::mem::take(&mut turn.tool_calls));
     let message = (!text.is_empty() || !tool_calls.is_empty()).then(|| {
-        let mut message = Message::assistant(text);
+        // A model may stream a NUL character; PostgreSQL stores none.
+        let mut message = Message::assistant(text.replace('\0', ""));
         message.timestamp = Some(now.to_rfc3339());
         message.tool_calls = (!tool_calls.is_empty()).then_some(tool_calls);
         message
@@ -365,7 +366,10 @@ impl Turn<'_> {
             }
             messages.push(completion.to_message());
             for call in &completion.tool_calls {
-                let input = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({ "raw": call.arguments }));
+                // Saved with the conversation, where PostgreSQL takes no NUL character.
+                let arguments = crate::extract::without_nul_escapes(call.arguments.as_bytes());
+                let input = serde_json::from_slice(&arguments)
+                    .unwrap_or_else(|_| json!({ "raw": call.arguments.replace('\0', "") }));
                 let output = self.run_tool(&call.id, &call.name, &input).await;
                 messages.push(ChatMessage::tool_result(
                     &call.id,

@@ -98,7 +98,8 @@ impl ParseError {
 
 impl ClientMessage {
     pub fn parse(text: &str) -> Result<Self, ParseError> {
-        let value: Value = serde_json::from_str(text).map_err(|_| ParseError::new("message is not valid JSON"))?;
+        let text = crate::extract::without_nul_escapes(text.as_bytes());
+        let value: Value = serde_json::from_slice(&text).map_err(|_| ParseError::new("message is not valid JSON"))?;
         if !value.is_object() {
             return Err(ParseError::new("a message is a JSON object"));
         }

@@ -86,3 +86,66 @@ async fn oversized_body_is_a_json_413() {
 async fn vigil_app_with_small_body_limit() -> crate::helpers::TestApp {
     crate::helpers::spawn_app_with(|config| config.max_body_bytes = 1024).await
 }
+
+/// PostgreSQL stores no NUL character, in text or jsonb: a `\u0000` in any string of a body is
+/// dropped instead of failing the request late, as a 500 (an alert sender would retry forever).
+#[tokio::test]
+async fn nul_characters_in_bodies_are_dropped_not_a_500() {
+    let app = spawn_app().await;
+    let user = uuid::Uuid::new_v4().to_string();
+    let send = |method, path: &str, body: String| {
+        app.client
+            .request(method, app.url(path))
+            .header("x-user-id", &user)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+
+    let session = send(
+        reqwest::Method::POST,
+        "/chat_api/sessions",
+        r#"{"title":"a\u0000b","messages":[{"sender":"user","text":"x\u0000y"}]}"#.into(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(session.status(), 201);
+    let session: serde_json::Value = session.json().await.unwrap();
+    assert_eq!(session["title"], "ab");
+    assert_eq!(session["messages"][0]["text"], "xy");
+
+    let mut alert = crate::ingestion::fixture("source_a", "firing");
+    alert["unknown"] = json!("PLACEHOLDER");
+    let alert = alert.to_string().replace("PLACEHOLDER", "x\\u0000y");
+    let ingested = send(reqwest::Method::POST, "/api/source_a/alerts", alert)
+        .await
+        .unwrap();
+    assert_eq!(ingested.status(), 202);
+    let incident_id = ingested.json::<serde_json::Value>().await.unwrap()["alerts"][0]["incident_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let patched = send(
+        reqwest::Method::PATCH,
+        &format!("/api/incidents/{incident_id}"),
+        r#"{"summary":"root\u0000cause"}"#.into(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(patched.status(), 200);
+    let detail: serde_json::Value = send(
+        reqwest::Method::GET,
+        &format!("/api/incidents/{incident_id}"),
+        String::new(),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(detail["incident"]["summary"], "rootcause");
+    let raw: serde_json::Value =
+        serde_json::from_str(detail["incident"]["alert"]["rawPayload"].as_str().unwrap()).unwrap();
+    assert_eq!(raw["unknown"], "xy");
+}
