@@ -417,3 +417,56 @@ async fn an_unregistered_user_id_can_own_an_ingestion_token() {
         "the token's owner has the incident"
     );
 }
+
+/// A field that is present but unusable (wrong JSON type, or text that is not the time or number it must be)
+/// is a 400 naming the field, never a silent fallback, and nothing is ingested.
+#[tokio::test]
+async fn present_fields_of_the_wrong_type_are_400() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let bad = |source: &str, pointer: &str, value: Value| {
+        let mut body = fixture(source, "firing");
+        *body.pointer_mut(pointer).unwrap() = value;
+        body
+    };
+    let cases = [
+        (
+            "/api/source_a/alerts",
+            bad("source_a", "/alerts/0/startsAt", json!({"x": 1})),
+            "alerts[0].startsAt",
+        ),
+        (
+            "/api/source_c/alerts",
+            bad("source_c", "/when", json!({"x": 1})),
+            "when",
+        ),
+        ("/api/source_d/webhook", bad("source_d", "/tags", json!(42)), "tags"),
+        (
+            "/api/source_f/deployment",
+            bad("source_f", "/build_number", json!("abc")),
+            "build_number",
+        ),
+        (
+            "/api/source_f/deployment",
+            bad("source_f", "/build_number", json!(1e300)),
+            "build_number",
+        ),
+        (
+            "/api/source_i/webhook",
+            bad("source_i", "/incident/alerts", json!({})),
+            "incident.alerts",
+        ),
+        (
+            "/api/source_i/webhook",
+            bad("source_i", "/incident/start", json!("not-a-time")),
+            "incident.start",
+        ),
+    ];
+    for (path, body, field) in cases {
+        let response = app.send_as(&user, Method::POST, path, Some(&body)).await;
+        let error = assert_error(response, 400, "invalid_payload").await;
+        let message = error["error"].as_str().unwrap();
+        assert!(message.contains(&format!("`{field}`")), "{path}: {error}");
+    }
+    assert!(incidents_of(&app, &user).await.is_empty(), "nothing was ingested");
+}

@@ -173,6 +173,14 @@ pub enum ParseError {
         expected: &'static str,
         found: &'static str,
     },
+    /// The field has a usable JSON type but its value does not read as what it must be (`"abc"` as a build
+    /// number, `"not-a-time"` as a time). `found` is the value as JSON, shortened.
+    #[error("field `{field}` must be {expected}, not {found}")]
+    InvalidValue {
+        field: String,
+        expected: &'static str,
+        found: String,
+    },
     #[error("field `{field}` must not be empty")]
     Empty { field: String },
 }
@@ -183,9 +191,10 @@ impl ParseError {
     pub fn field(&self) -> Option<&str> {
         match self {
             ParseError::NotAnObject { .. } => None,
-            ParseError::MissingField { field } | ParseError::WrongType { field, .. } | ParseError::Empty { field } => {
-                Some(field)
-            }
+            ParseError::MissingField { field }
+            | ParseError::WrongType { field, .. }
+            | ParseError::InvalidValue { field, .. }
+            | ParseError::Empty { field } => Some(field),
             ParseError::MissingOneOf { fields } => fields.first().map(String::as_str),
         }
     }
@@ -500,6 +509,56 @@ mod tests {
             for which in Fixture::ALL {
                 for payload in mutations(&fixture(source, which), &odd) {
                     assert_parses_without_panic(source, &payload);
+                }
+            }
+        }
+    }
+
+    /// The JSON pointers of every object member of `value`, at any depth.
+    fn member_pointers(value: &Value, prefix: &str, pointers: &mut Vec<String>) {
+        match value {
+            Value::Object(members) => {
+                for (name, member) in members {
+                    let pointer = format!("{prefix}/{name}");
+                    pointers.push(pointer.clone());
+                    member_pointers(member, &pointer, pointers);
+                }
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    member_pointers(item, &format!("{prefix}/{index}"), pointers);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn a_null_member_reads_as_if_it_were_absent() {
+        let without_raw = |result: Result<Vec<NormalizedAlert>, ParseError>| {
+            result.map(|alerts| {
+                alerts
+                    .into_iter()
+                    .map(|alert| NormalizedAlert {
+                        raw: Value::Null,
+                        ..alert
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        for source in Source::ALL {
+            for which in Fixture::ALL {
+                let payload = fixture(source, which);
+                let mut pointers = Vec::new();
+                member_pointers(&payload, "", &mut pointers);
+                for pointer in pointers {
+                    let nulled = super::test_support::with(payload.clone(), &pointer, Value::Null);
+                    let removed = super::test_support::without(payload.clone(), &pointer);
+                    assert_eq!(
+                        without_raw(parse(source, &nulled, received_at())),
+                        without_raw(parse(source, &removed, received_at())),
+                        "{source} {which:?} with `{pointer}` null"
+                    );
                 }
             }
         }

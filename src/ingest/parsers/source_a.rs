@@ -47,21 +47,19 @@ fn parse_alert(
     received_at: DateTime<Utc>,
 ) -> Result<NormalizedAlert, ParseError> {
     let key = alert.require_id("fingerprint")?;
-    let labels = alert.object("labels");
-    let label = |name: &str| labels.as_ref().and_then(|labels| labels.text(name));
-    let annotations = alert.object("annotations");
-    let summary = annotations
-        .as_ref()
-        .and_then(|annotations| annotations.first_text(&["summary", "description"]));
-    let alertname = label("alertname");
+    let labels = alert.object_or_empty("labels")?;
+    let summary = alert
+        .object_or_empty("annotations")?
+        .first_text(&["summary", "description"])?;
+    let alertname = labels.text("alertname")?;
     let title = alertname
         .clone()
         .or_else(|| summary.clone())
         .unwrap_or_else(|| format!("Alert {key}"));
     // Plain Alertmanager always sends a per-alert status; the group status is only a fallback.
     let state = alert
-        .text("status")
-        .or_else(|| notification.text("status"))
+        .text("status")?
+        .or(notification.text("status")?)
         .map_or_else(|| "firing".to_owned(), |status| status.to_lowercase());
 
     Ok(NormalizedAlert {
@@ -71,17 +69,20 @@ fn parse_alert(
         key,
         detail: unless_same_as(summary, &title),
         title,
-        service: label("service").or_else(|| label("job")),
-        environment: label("environment").or_else(|| label("env")),
-        severity: label("severity").and_then(|severity| normalize_severity(&severity)),
-        fired_at: alert.time("startsAt", EpochUnit::Seconds).unwrap_or(received_at),
+        service: labels.text("service")?.or(labels.text("job")?),
+        environment: labels.text("environment")?.or(labels.text("env")?),
+        severity: labels
+            .text("severity")?
+            .and_then(|severity| normalize_severity(&severity)),
+        // `endsAt` is not read: fired-at is the start, and `status` says whether the alert resolved.
+        fired_at: alert.time("startsAt", EpochUnit::Seconds)?.unwrap_or(received_at),
         resolved: state == "resolved",
         state,
-        source_url: alert.text("generatorURL"),
-        dashboard_url: alert.text("dashboardURL"),
-        panel_url: alert.text("panelURL"),
+        source_url: alert.text("generatorURL")?,
+        dashboard_url: alert.text("dashboardURL")?,
+        panel_url: alert.text("panelURL")?,
         rule_name: alertname,
-        labels: labels.map(|labels| labels.scalar_labels()).unwrap_or_default(),
+        labels: labels.scalar_labels(),
         raw,
     })
 }
@@ -254,5 +255,58 @@ mod tests {
         );
         let payload = with(fixture(SOURCE, Fixture::Firing), "/alerts/0/fingerprint", json!(" "));
         assert_error(SOURCE, &payload, "field `alerts[0].fingerprint` must not be empty");
+    }
+
+    #[test]
+    fn null_labels_and_annotations_read_as_absent() {
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/alerts/0/labels", json!(null));
+        let payload = with(payload, "/alerts/0/annotations", json!(null));
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.title, "Alert 7d3f9a1c0b2e4f58");
+        assert_eq!((alert.service, alert.severity, alert.detail), (None, None, None));
+        assert!(alert.labels.is_empty());
+    }
+
+    #[test]
+    fn rejects_present_fields_of_the_wrong_type() {
+        for (pointer, value, message) in [
+            (
+                "/alerts/0/startsAt",
+                json!({"x": 1}),
+                "field `alerts[0].startsAt` must be an RFC 3339 time or epoch seconds, not an object",
+            ),
+            (
+                "/alerts/0/startsAt",
+                json!("not-a-time"),
+                "field `alerts[0].startsAt` must be an RFC 3339 time or epoch seconds, not \"not-a-time\"",
+            ),
+            (
+                "/alerts/0/labels",
+                json!("service=checkout-api"),
+                "field `alerts[0].labels` must be an object, not a string",
+            ),
+            (
+                "/alerts/0/labels/service",
+                json!({"name": "checkout-api"}),
+                "field `alerts[0].labels.service` must be a string or a number, not an object",
+            ),
+            (
+                "/alerts/0/annotations",
+                json!(["checkout-api p99 latency above 2s"]),
+                "field `alerts[0].annotations` must be an object, not an array",
+            ),
+            (
+                "/alerts/0/status",
+                json!(true),
+                "field `alerts[0].status` must be a string or a number, not a boolean",
+            ),
+            (
+                "/status",
+                json!({"state": "firing"}),
+                "field `status` must be a string or a number, not an object",
+            ),
+        ] {
+            assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);
+        }
     }
 }

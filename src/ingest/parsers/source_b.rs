@@ -11,12 +11,13 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
     let event = root.require_object("event")?;
     let incident = event.require_object("data")?;
     let key = incident.require_id("id")?;
-    let event_type = event.text("event_type").map(|word| word.to_lowercase());
-    let status = incident.text("status").map(|word| word.to_lowercase());
+    let event_type = event.text("event_type")?.map(|word| word.to_lowercase());
+    let status = incident.text("status")?.map(|word| word.to_lowercase());
     let resolved = event_type.as_deref() == Some("incident.resolved") || status.as_deref() == Some("resolved");
-    let title = incident
-        .first_text(&["title", "summary"])
-        .unwrap_or_else(|| untitled(&incident, &key));
+    let title = match incident.first_text(&["title", "summary"])? {
+        Some(title) => title,
+        None => untitled(&incident, &key)?,
+    };
 
     Ok(NormalizedAlert {
         source: Source::SourceB,
@@ -24,69 +25,63 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         group_key: key.clone(),
         key,
         title,
-        detail: incident.text("description"),
-        service: incident
-            .object("service")
-            .and_then(|service| service.first_text(&["summary", "name"])),
+        detail: incident.text("description")?,
+        service: incident.object_or_empty("service")?.first_text(&["summary", "name"])?,
         environment: None,
-        severity: severity(&incident),
+        severity: severity(&incident)?,
         fired_at: incident
-            .time("created_at", EpochUnit::Seconds)
-            .or_else(|| event.time("occurred_at", EpochUnit::Seconds))
+            .time("created_at", EpochUnit::Seconds)?
+            .or(event.time("occurred_at", EpochUnit::Seconds)?)
             .unwrap_or(received_at),
         resolved,
         state: event_type.or(status).unwrap_or_else(|| "incident.triggered".to_owned()),
-        source_url: incident.text("html_url"),
+        source_url: incident.text("html_url")?,
         dashboard_url: None,
         panel_url: None,
         rule_name: None,
-        labels: labels(&incident),
+        labels: labels(&incident)?,
         raw: payload.clone(),
     })
 }
 
-fn untitled(incident: &Obj<'_>, key: &str) -> String {
-    match incident.text("number") {
+fn untitled(incident: &Obj<'_>, key: &str) -> Result<String, ParseError> {
+    Ok(match incident.text("number")? {
         Some(number) => format!("Incident #{number}"),
         None => format!("Incident {key}"),
-    }
+    })
 }
 
 /// `priority.name` (P1..P5) as the sender names it, else `urgency` (high → critical, low → warning).
-fn severity(incident: &Obj<'_>) -> Option<String> {
-    let priority = incident
-        .object("priority")
-        .and_then(|priority| priority.first_text(&["name", "summary"]))
-        .map(|priority| priority.trim().to_owned())
-        .filter(|priority| !priority.is_empty());
-    if priority.is_some() {
-        return priority;
-    }
+fn severity(incident: &Obj<'_>) -> Result<Option<String>, ParseError> {
+    let priority = incident.object_or_empty("priority")?.first_text(&["name", "summary"])?;
     let urgency = incident.text("urgency")?;
-    match urgency.to_lowercase().as_str() {
+    if priority.is_some() {
+        return Ok(priority);
+    }
+    Ok(urgency.and_then(|urgency| match urgency.to_lowercase().as_str() {
         "high" => Some("critical".to_owned()),
         "low" => Some("warning".to_owned()),
         _ => normalize_severity(&urgency),
-    }
+    }))
 }
 
-fn labels(incident: &Obj<'_>) -> Map<String, Value> {
-    let summary_of = |name: &str| incident.object(name).and_then(|reference| reference.text("summary"));
-    let teams: Vec<String> = incident
-        .objects("teams")
-        .filter_map(|team| team.text("summary"))
-        .collect();
-    [
-        ("incident_number", incident.text("number")),
-        ("incident_key", incident.text("incident_key")),
-        ("urgency", incident.text("urgency")),
-        ("priority", summary_of("priority")),
-        ("escalation_policy", summary_of("escalation_policy")),
+fn labels(incident: &Obj<'_>) -> Result<Map<String, Value>, ParseError> {
+    let summary_of = |name: &str| incident.object_or_empty(name)?.text("summary");
+    let mut teams = Vec::new();
+    for team in incident.objects("teams")? {
+        teams.extend(team.text("summary")?);
+    }
+    Ok([
+        ("incident_number", incident.text("number")?),
+        ("incident_key", incident.text("incident_key")?),
+        ("urgency", incident.text("urgency")?),
+        ("priority", summary_of("priority")?),
+        ("escalation_policy", summary_of("escalation_policy")?),
         ("teams", (!teams.is_empty()).then(|| teams.join(","))),
     ]
     .into_iter()
     .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
-    .collect()
+    .collect())
 }
 
 #[cfg(test)]
@@ -218,5 +213,53 @@ mod tests {
             &without(fixture(SOURCE, Fixture::Firing), "/event/data/id"),
             "missing field `event.data.id`",
         );
+    }
+
+    #[test]
+    fn rejects_present_fields_of_the_wrong_type() {
+        for (pointer, value, message) in [
+            (
+                "/event/data/created_at",
+                json!("yesterday"),
+                "field `event.data.created_at` must be an RFC 3339 time or epoch seconds, not \"yesterday\"",
+            ),
+            (
+                "/event/occurred_at",
+                json!({}),
+                "field `event.occurred_at` must be an RFC 3339 time or epoch seconds, not an object",
+            ),
+            (
+                "/event/data/service",
+                json!("payments-api"),
+                "field `event.data.service` must be an object, not a string",
+            ),
+            (
+                "/event/data/priority",
+                json!("P1"),
+                "field `event.data.priority` must be an object, not a string",
+            ),
+            (
+                "/event/data/teams",
+                json!({"summary": "Payments"}),
+                "field `event.data.teams` must be an array, not an object",
+            ),
+            (
+                "/event/data/teams/0",
+                json!("Payments"),
+                "field `event.data.teams[0]` must be an object, not a string",
+            ),
+            (
+                "/event/data/title",
+                json!({"text": "x"}),
+                "field `event.data.title` must be a string or a number, not an object",
+            ),
+            (
+                "/event/event_type",
+                json!(["incident.triggered", {}]),
+                "field `event.event_type[1]` must be a string or a number, not an object",
+            ),
+        ] {
+            assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);
+        }
     }
 }

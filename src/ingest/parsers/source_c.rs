@@ -36,7 +36,7 @@ impl Alarm {
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
-    let alarm = match root.object("alert") {
+    let alarm = match root.object("alert")? {
         Some(alert) => nested_alarm(&root, &alert)?,
         None => flat_alarm(&root)?,
     };
@@ -57,10 +57,10 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         service: alarm.host,
         environment: None,
         severity: alarm.status.as_deref().and_then(normalize_severity),
-        fired_at: root.time("when", EpochUnit::Seconds).unwrap_or(received_at),
+        fired_at: root.time("when", EpochUnit::Seconds)?.unwrap_or(received_at),
         resolved: state == "clear",
         state,
-        source_url: root.text("alert_url"),
+        source_url: root.text("alert_url")?,
         dashboard_url: None,
         panel_url: None,
         rule_name: Some(alarm.name),
@@ -82,58 +82,69 @@ fn flat_alarm(root: &Obj<'_>) -> Result<Alarm, ParseError> {
         "room",
         "units",
     ];
+    let mut labels = Map::new();
+    for name in LABEL_FIELDS {
+        if let Some(text) = root.label(name)? {
+            labels.insert(name.to_owned(), Value::String(text));
+        }
+    }
     Ok(Alarm {
         node: root.require_first_id(&["node_id", "host"])?,
-        chart: root.text("chart"),
+        chart: root.text("chart")?,
         name: root.require_first_id(&["name", "alarm"])?,
-        status: root.text("status"),
-        info: root.first_text(&["info", "message"]),
-        detail: root.text("message"),
-        host: root.text("host"),
-        labels: root.scalar_labels_where(|name| LABEL_FIELDS.contains(&name)),
+        status: root.text("status")?,
+        info: root.first_text(&["info", "message"])?,
+        detail: root.text("message")?,
+        host: root.text("host")?,
+        labels,
     })
 }
 
 /// v2: `alert.name`, `alert.state.status`, `alert.chart.name`, `alert.rendered.info`, `node.hostname`, `node.id`.
 fn nested_alarm(root: &Obj<'_>, alert: &Obj<'_>) -> Result<Alarm, ParseError> {
     let node = root.require_object("node")?;
-    let chart = alert.object("chart");
-    let rendered = alert.object("rendered");
-    let rendered_text = |name: &str| rendered.as_ref().and_then(|rendered| rendered.text(name));
+    // `alert.chart` is an object (`name`, `context`, `family`), or in older agents the chart's name as text.
+    let (chart, chart_name) = match alert.get("chart") {
+        Some(Value::String(_) | Value::Number(_)) => (None, alert.text("chart")?),
+        _ => {
+            let chart = alert.object_or_empty("chart")?;
+            let name = chart.text("name")?;
+            (Some(chart), name)
+        }
+    };
+    let rendered = alert.object_or_empty("rendered")?;
+    let summary = rendered.text("summary")?;
     Ok(Alarm {
         node: node.require_first_id(&["id", "hostname"])?,
-        chart: chart
-            .as_ref()
-            .and_then(|chart| chart.text("name"))
-            .or_else(|| alert.text("chart")),
+        chart: chart_name,
         name: alert.require_id("name")?,
         status: alert
-            .object("state")
-            .and_then(|state| state.text("status"))
-            .or_else(|| alert.text("status")),
-        info: rendered_text("info").or_else(|| rendered_text("summary")),
-        detail: rendered_text("summary"),
-        host: node.text("hostname"),
-        labels: nested_labels(root, alert, chart.as_ref()),
+            .object_or_empty("state")?
+            .text("status")?
+            .or(alert.text("status")?),
+        info: rendered.text("info")?.or_else(|| summary.clone()),
+        detail: summary,
+        host: node.text("hostname")?,
+        labels: nested_labels(root, alert, chart.as_ref())?,
     })
 }
 
-fn nested_labels(root: &Obj<'_>, alert: &Obj<'_>, chart: Option<&Obj<'_>>) -> Map<String, Value> {
-    let name_of = |object: &str| root.object(object).and_then(|object| object.text("name"));
-    let chart_field = |name: &str| chart.and_then(|chart| chart.text(name));
-    [
-        ("chart", chart_field("name")),
-        ("context", chart_field("context")),
-        ("family", chart_field("family")),
-        ("class", alert.text("classification")),
-        ("type", alert.text("type")),
-        ("component", alert.text("component")),
-        ("space", name_of("space")),
-        ("room", name_of("room")),
+fn nested_labels(root: &Obj<'_>, alert: &Obj<'_>, chart: Option<&Obj<'_>>) -> Result<Map<String, Value>, ParseError> {
+    let name_of = |object: &str| root.object_or_empty(object)?.text("name");
+    let chart_field = |name: &str| chart.map_or(Ok(None), |chart| chart.text(name));
+    Ok([
+        ("chart", chart_field("name")?),
+        ("context", chart_field("context")?),
+        ("family", chart_field("family")?),
+        ("class", alert.text("classification")?),
+        ("type", alert.text("type")?),
+        ("component", alert.text("component")?),
+        ("space", name_of("space")?),
+        ("room", name_of("room")?),
     ]
     .into_iter()
     .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
-    .collect()
+    .collect())
 }
 
 #[cfg(test)]
@@ -276,5 +287,84 @@ mod tests {
             &with(fixture(SOURCE, Fixture::Related), "/alert/name", json!({})),
             "field `alert.name` must be a string or a number, not an object",
         );
+    }
+
+    #[test]
+    fn rejects_present_fields_of_the_wrong_type() {
+        for (which, pointer, value, message) in [
+            (
+                Fixture::Firing,
+                "/when",
+                json!({"x": 1}),
+                "field `when` must be an RFC 3339 time or epoch seconds, not an object",
+            ),
+            (
+                Fixture::Firing,
+                "/when",
+                json!("soon"),
+                "field `when` must be an RFC 3339 time or epoch seconds, not \"soon\"",
+            ),
+            (
+                Fixture::Firing,
+                "/status",
+                json!(true),
+                "field `status` must be a string or a number, not a boolean",
+            ),
+            (
+                Fixture::Firing,
+                "/context",
+                json!({"name": "disk.space"}),
+                "field `context` must be a string, a number or a boolean, not an object",
+            ),
+            (
+                Fixture::Related,
+                "/when",
+                json!([1795146545]),
+                "field `when` must be an RFC 3339 time or epoch seconds, not an array",
+            ),
+            (
+                Fixture::Related,
+                "/alert/state",
+                json!("critical"),
+                "field `alert.state` must be an object, not a string",
+            ),
+            (
+                Fixture::Related,
+                "/alert/rendered",
+                json!(["info"]),
+                "field `alert.rendered` must be an object, not an array",
+            ),
+            (
+                Fixture::Related,
+                "/node/hostname",
+                json!({}),
+                "field `node.hostname` must be a string or a number, not an object",
+            ),
+            (
+                Fixture::Related,
+                "/room",
+                json!("databases"),
+                "field `room` must be an object, not a string",
+            ),
+        ] {
+            assert_error(SOURCE, &with(fixture(SOURCE, which), pointer, value), message);
+        }
+        assert_error(
+            SOURCE,
+            &json!({"alert": "disk full", "host": "db-1", "name": "disk"}),
+            "field `alert` must be an object, not a string",
+        );
+    }
+
+    #[test]
+    fn nested_chart_may_be_plain_text() {
+        let payload = with(
+            fixture(SOURCE, Fixture::Related),
+            "/alert/chart",
+            json!("disk_space./var/lib/postgresql"),
+        );
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.key, parse_fixture(SOURCE, Fixture::Related).key);
+        assert_eq!(alert.labels.get("chart"), None);
     }
 }

@@ -23,14 +23,14 @@ const TITLE_MARKERS: [&str; 8] = [
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
     let key = root.require_id("alert_id")?;
-    let tags = root.tags("tags");
-    let scope = root.text("scope");
+    let tags = root.tags("tags")?;
+    let scope = root.text("scope")?;
     let scope_tags = scope.as_deref().map(parse_tag_text).unwrap_or_default();
-    let transition = root.text("alert_transition");
-    let alert_type = root.text("alert_type");
+    let transition = root.text("alert_transition")?;
+    let alert_type = root.text("alert_type")?;
     let resolved = is_word(transition.as_deref(), "recovered") || is_word(alert_type.as_deref(), "success");
     let title = root
-        .first_text(&["title", "event_title"])
+        .first_text(&["title", "event_title"])?
         .map(|title| strip_title_markers(&title).to_owned())
         .unwrap_or_else(|| format!("Monitor {key}"));
 
@@ -39,20 +39,20 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         kind: AlertKind::Alert,
         group_key: key.clone(),
         key,
-        detail: unless_same_as(root.text("body").and_then(|body| clean_body(&body)), &title),
+        detail: unless_same_as(root.text("body")?.and_then(|body| clean_body(&body)), &title),
         title,
         service: service(&tags, &scope_tags, scope.as_deref()),
         environment: find_tag(&tags, "env").or_else(|| find_tag(&scope_tags, "env")),
         severity: alert_type.as_deref().and_then(normalize_severity),
         fired_at: root
-            .time("date_happened", EpochUnit::Seconds)
-            .or_else(|| root.time("last_updated", EpochUnit::Millis))
+            .time("date_happened", EpochUnit::Seconds)?
+            .or(root.time("last_updated", EpochUnit::Millis)?)
             .unwrap_or(received_at),
         resolved,
         state: transition
             .or(alert_type)
             .map_or_else(|| "triggered".to_owned(), |word| word.to_lowercase()),
-        source_url: root.text("link"),
+        source_url: root.text("link")?,
         dashboard_url: None,
         panel_url: None,
         rule_name: None,
@@ -228,5 +228,48 @@ mod tests {
             &with(fixture(SOURCE, Fixture::Firing), "/alert_id", json!(true)),
             "field `alert_id` must be a string or a number, not a boolean",
         );
+    }
+
+    #[test]
+    fn rejects_present_fields_of_the_wrong_type() {
+        for (pointer, value, message) in [
+            (
+                "/tags",
+                json!(42),
+                "field `tags` must be a comma-separated string or an array, not a number",
+            ),
+            (
+                "/tags",
+                json!({"service": "cart-service"}),
+                "field `tags` must be a comma-separated string or an array, not an object",
+            ),
+            (
+                "/tags",
+                json!(["service:cart-service", ["env:prod"]]),
+                "field `tags[1]` must be a string or a number, not an array",
+            ),
+            (
+                "/date_happened",
+                json!("yesterday"),
+                "field `date_happened` must be an RFC 3339 time or epoch seconds, not \"yesterday\"",
+            ),
+            (
+                "/last_updated",
+                json!(true),
+                "field `last_updated` must be an RFC 3339 time or epoch milliseconds, not a boolean",
+            ),
+            (
+                "/title",
+                json!({"text": "x"}),
+                "field `title` must be a string or a number, not an object",
+            ),
+            (
+                "/scope",
+                json!(["env:prod", {}]),
+                "field `scope[1]` must be a string or a number, not an object",
+            ),
+        ] {
+            assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);
+        }
     }
 }

@@ -4,20 +4,19 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::value::{normalize_severity, scalar_text, EpochUnit, Obj};
+use super::value::{normalize_severity, EpochUnit, Obj};
 use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
     let search_name = root.require_id("search_name")?;
-    let key = match root.text("app") {
+    let key = match root.text("app")? {
         Some(app) => format!("{app}/{search_name}"),
         None => search_name.clone(),
     };
-    let result = root.object("result");
-    let result_text = |name: &str| result.as_ref().and_then(|result| result.text(name));
+    let result = root.object_or_empty("result")?;
     // `result.status` is a field of the log line (an HTTP status), never the alert state.
-    let alert_status = result_text("alert_status").or_else(|| root.text("alert_status"));
+    let alert_status = result.text("alert_status")?.or(root.text("alert_status")?);
     let state = alert_status.map_or_else(|| "triggered".to_owned(), |status| status.to_lowercase());
 
     Ok(NormalizedAlert {
@@ -26,25 +25,21 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         group_key: key.clone(),
         key,
         title: search_name.clone(),
-        detail: result_text("_raw"),
-        service: result_text("service").or_else(|| result_text("host")),
+        detail: result.text("_raw")?,
+        service: result.text("service")?.or(result.text("host")?),
         environment: None,
-        severity: root.get("severity").and_then(severity),
+        severity: root.text("severity")?.and_then(|severity| severity_of(&severity)),
         fired_at: root
-            .time("trigger_time", EpochUnit::Seconds)
-            .or_else(|| {
-                result
-                    .as_ref()
-                    .and_then(|result| result.time("_time", EpochUnit::Seconds))
-            })
+            .time("trigger_time", EpochUnit::Seconds)?
+            .or(result.time("_time", EpochUnit::Seconds)?)
             .unwrap_or(received_at),
         resolved: state == "resolved",
         state,
-        source_url: root.text("results_link"),
+        source_url: root.text("results_link")?,
         dashboard_url: None,
         panel_url: None,
         rule_name: Some(search_name),
-        labels: result.as_ref().map(result_labels).unwrap_or_default(),
+        labels: result_labels(&result),
         raw: payload.clone(),
     })
 }
@@ -52,15 +47,14 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
 /// The tool's 1..6 levels (debug, info, warn, error, severe, fatal), as a number, a numeric string or a word.
 /// Its UI calls 3..6 Low, Medium, High and Critical, so error (Medium) maps to warning and severe (High) to
 /// critical.
-fn severity(value: &Value) -> Option<String> {
-    let text = scalar_text(value)?;
-    let level = text.parse::<u8>().ok().or_else(|| level_of_word(&text));
+fn severity_of(text: &str) -> Option<String> {
+    let level = text.parse::<u8>().ok().or_else(|| level_of_word(text));
     let normalized = match level {
         Some(1 | 2) => "info",
         Some(3) => "warning",
         // "error" means critical here as it does for every other source.
         Some(4..=6) => "critical",
-        _ => return normalize_severity(&text),
+        _ => return normalize_severity(text),
     };
     Some(normalized.to_owned())
 }
@@ -212,5 +206,52 @@ mod tests {
             &with(fixture(SOURCE, Fixture::Firing), "/search_name", json!("")),
             "field `search_name` must not be empty",
         );
+    }
+
+    #[test]
+    fn rejects_present_fields_of_the_wrong_type() {
+        for (pointer, value, message) in [
+            (
+                "/trigger_time",
+                json!("abc"),
+                "field `trigger_time` must be an RFC 3339 time or epoch seconds, not \"abc\"",
+            ),
+            (
+                "/result",
+                json!("auth-service"),
+                "field `result` must be an object, not a string",
+            ),
+            (
+                "/result/_time",
+                json!({}),
+                "field `result._time` must be an RFC 3339 time or epoch seconds, not an object",
+            ),
+            (
+                "/result/host",
+                json!(["auth-1", {"name": "auth-2"}]),
+                "field `result.host[1]` must be a string or a number, not an object",
+            ),
+            (
+                "/severity",
+                json!({"level": 5}),
+                "field `severity` must be a string or a number, not an object",
+            ),
+            (
+                "/app",
+                json!(true),
+                "field `app` must be a string or a number, not a boolean",
+            ),
+        ] {
+            assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);
+        }
+    }
+
+    #[test]
+    fn free_form_result_fields_are_not_checked() {
+        let mut payload = fixture(SOURCE, Fixture::Firing);
+        payload["result"]["extra"] = json!({"nested": [1, {}]});
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.labels.get("extra"), None);
+        assert_eq!(alert.service.as_deref(), Some("auth-service"));
     }
 }

@@ -12,49 +12,60 @@ use super::{AlertKind, NormalizedAlert, ParseError, Source};
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
     let job_name = root.require_id("job_name")?;
-    let build_number = root.require_id("build_number")?;
-    let service = root.text("service");
-    let environment = root.text("environment");
-    let result = root.text("result");
-    let title = title(&root, &job_name, &build_number, result.as_deref());
+    let build_number = root.require_integer("build_number")?;
+    let service = root.text("service")?;
+    let environment = root.text("environment")?;
+    let result = root.text("result")?;
+    let phase = root.text("phase")?;
+    let title = title(
+        &job_name,
+        build_number,
+        service.as_deref(),
+        environment.as_deref(),
+        result.as_deref(),
+        phase.as_deref(),
+    );
 
     Ok(NormalizedAlert {
         source: Source::SourceF,
         kind: AlertKind::Deployment,
         key: format!("{job_name}#{build_number}"),
         group_key: deployment_group_key(service.as_deref().unwrap_or(&job_name), environment.as_deref()),
-        detail: unless_same_as(root.text("message"), &title),
+        detail: unless_same_as(root.text("message")?, &title),
         title,
         service,
         environment,
         severity: result.as_deref().and_then(deployment_severity),
-        fired_at: fired_at(&root).unwrap_or(received_at),
+        fired_at: fired_at(&root)?.unwrap_or(received_at),
         resolved: result.as_deref().is_some_and(is_deployment_success),
         // A notification sent before the build finished has no result yet, only its phase.
         state: result
-            .or_else(|| root.text("phase"))
+            .or(phase)
             .map_or_else(|| "unknown".to_owned(), |word| word.to_lowercase()),
-        source_url: root.text("build_url"),
+        source_url: root.text("build_url")?,
         dashboard_url: None,
         panel_url: None,
         rule_name: Some(job_name),
-        labels: labels(&root),
+        labels: labels(&root)?,
         raw: payload.clone(),
     })
 }
 
 /// `"inventory-service deploy to production failed (deploy-production #1842)"`.
-fn title(root: &Obj<'_>, job_name: &str, build_number: &str, result: Option<&str>) -> String {
-    let subject = root.text("service").unwrap_or_else(|| job_name.to_owned());
-    let target = root
-        .text("environment")
+fn title(
+    job_name: &str,
+    build_number: i64,
+    service: Option<&str>,
+    environment: Option<&str>,
+    result: Option<&str>,
+    phase: Option<&str>,
+) -> String {
+    let subject = service.unwrap_or(job_name);
+    let target = environment
         .map(|environment| format!(" to {environment}"))
         .unwrap_or_default();
     let outcome = result.map_or_else(
-        || {
-            root.text("phase")
-                .map_or_else(|| "reported".to_owned(), |phase| phase.to_lowercase())
-        },
+        || phase.map_or_else(|| "reported".to_owned(), str::to_lowercase),
         outcome_phrase,
     );
     let job = job_name.rsplit_once('/').map_or(job_name, |(_, leaf)| leaf);
@@ -71,28 +82,29 @@ fn outcome_phrase(result: &str) -> String {
 }
 
 /// The build's end: `timestamp` is its start in epoch milliseconds, plus `duration_ms` when present.
-fn fired_at(root: &Obj<'_>) -> Option<DateTime<Utc>> {
+fn fired_at(root: &Obj<'_>) -> Result<Option<DateTime<Utc>>, ParseError> {
     let started = root.time("timestamp", EpochUnit::Millis)?;
-    let finished = root
-        .integer("duration_ms")
-        .and_then(|duration| add_millis(started, duration));
-    Some(finished.unwrap_or(started))
+    let duration = root.integer("duration_ms")?;
+    Ok(started.map(|started| {
+        duration
+            .and_then(|duration| add_millis(started, duration))
+            .unwrap_or(started)
+    }))
 }
 
-fn labels(root: &Obj<'_>) -> Map<String, Value> {
-    let git = root.object("git");
-    let git_text = |name: &str| git.as_ref().and_then(|git| git.text(name));
-    [
-        ("deployer", root.text("deployer")),
-        ("version", root.text("version")),
-        ("phase", root.text("phase")),
-        ("branch", git_text("branch")),
-        ("commit", git_text("commit_sha")),
-        ("repository", git_text("repository")),
+fn labels(root: &Obj<'_>) -> Result<Map<String, Value>, ParseError> {
+    let git = root.object_or_empty("git")?;
+    Ok([
+        ("deployer", root.text("deployer")?),
+        ("version", root.text("version")?),
+        ("phase", root.text("phase")?),
+        ("branch", git.text("branch")?),
+        ("commit", git.text("commit_sha")?),
+        ("repository", git.text("repository")?),
     ]
     .into_iter()
     .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
-    .collect()
+    .collect())
 }
 
 #[cfg(test)]
@@ -217,7 +229,67 @@ mod tests {
         assert_error(
             SOURCE,
             &with(fixture(SOURCE, Fixture::Firing), "/build_number", json!({"n": 1})),
-            "field `build_number` must be a string or a number, not an object",
+            "field `build_number` must be an integer or a numeric string, not an object",
         );
+    }
+
+    #[test]
+    fn rejects_present_fields_of_the_wrong_type() {
+        for (pointer, value, message) in [
+            (
+                "/build_number",
+                json!("abc"),
+                "field `build_number` must be an integer or a numeric string, not \"abc\"",
+            ),
+            (
+                "/build_number",
+                json!(1e300),
+                "field `build_number` must be an integer or a numeric string, not 1e+300",
+            ),
+            (
+                "/build_number",
+                json!(18.5),
+                "field `build_number` must be an integer or a numeric string, not 18.5",
+            ),
+            (
+                "/timestamp",
+                json!("last tuesday"),
+                "field `timestamp` must be an RFC 3339 time or epoch milliseconds, not \"last tuesday\"",
+            ),
+            (
+                "/duration_ms",
+                json!("long"),
+                "field `duration_ms` must be an integer or a numeric string, not \"long\"",
+            ),
+            (
+                "/duration_ms",
+                json!({"ms": 1}),
+                "field `duration_ms` must be an integer or a numeric string, not an object",
+            ),
+            ("/git", json!("main"), "field `git` must be an object, not a string"),
+            (
+                "/result",
+                json!(false),
+                "field `result` must be a string or a number, not a boolean",
+            ),
+        ] {
+            assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);
+        }
+        assert_error(
+            SOURCE,
+            &with(fixture(SOURCE, Fixture::Firing), "/build_number", json!(" ")),
+            "field `build_number` must not be empty",
+        );
+    }
+
+    #[test]
+    fn whole_build_numbers_in_any_form_give_the_same_key() {
+        for build_number in [json!(1842), json!(1842.0), json!(" 1842 "), json!("1842.0")] {
+            let payload = with(fixture(SOURCE, Fixture::Firing), "/build_number", build_number);
+            assert_eq!(
+                parse_one(SOURCE, &payload).key,
+                "inventory-service/deploy-production#1842"
+            );
+        }
     }
 }

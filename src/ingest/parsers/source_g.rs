@@ -11,10 +11,10 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
     let root = Obj::root(payload)?;
     let pipeline = root.require_object("pipeline")?;
     let key = pipeline.require_id("run_id")?;
-    let application = root.text("application");
-    let environment = root.text("environment");
-    let pipeline_name = pipeline.text("name");
-    let status = pipeline.text("status");
+    let application = root.text("application")?;
+    let environment = root.text("environment")?;
+    let pipeline_name = pipeline.text("name")?;
+    let status = pipeline.text("status")?;
     let title = title(
         pipeline_name.as_deref(),
         application.as_deref(),
@@ -28,22 +28,22 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         kind: AlertKind::Deployment,
         group_key: deployment_group_key(group_subject, environment.as_deref()),
         key,
-        detail: unless_same_as(root.text("message"), &title),
+        detail: unless_same_as(root.text("message")?, &title),
         title,
         service: application,
         environment,
         severity: status.as_deref().and_then(deployment_severity),
         fired_at: root
-            .time("finished_at", EpochUnit::Seconds)
-            .or_else(|| root.time("started_at", EpochUnit::Seconds))
+            .time("finished_at", EpochUnit::Seconds)?
+            .or(root.time("started_at", EpochUnit::Seconds)?)
             .unwrap_or(received_at),
         resolved: status.as_deref().is_some_and(is_deployment_success),
         state: status.map_or_else(|| "unknown".to_owned(), |status| status.to_lowercase()),
-        source_url: pipeline.text("url"),
+        source_url: pipeline.text("url")?,
         dashboard_url: None,
         panel_url: None,
         rule_name: pipeline_name,
-        labels: labels(&root),
+        labels: labels(&root)?,
         raw: payload.clone(),
     })
 }
@@ -61,19 +61,18 @@ fn title(pipeline_name: Option<&str>, application: Option<&str>, status: Option<
     }
 }
 
-fn labels(root: &Obj<'_>) -> Map<String, Value> {
-    let commit = root.object("commit");
-    let commit_text = |name: &str| commit.as_ref().and_then(|commit| commit.text(name));
-    [
-        ("triggered_by", root.text("triggered_by")),
-        ("failed_stage", root.text("failed_stage")),
-        ("branch", commit_text("branch")),
-        ("commit", commit_text("sha")),
-        ("repository", commit_text("repo_url")),
+fn labels(root: &Obj<'_>) -> Result<Map<String, Value>, ParseError> {
+    let commit = root.object_or_empty("commit")?;
+    Ok([
+        ("triggered_by", root.text("triggered_by")?),
+        ("failed_stage", root.text("failed_stage")?),
+        ("branch", commit.text("branch")?),
+        ("commit", commit.text("sha")?),
+        ("repository", commit.text("repo_url")?),
     ]
     .into_iter()
     .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
-    .collect()
+    .collect())
 }
 
 #[cfg(test)]
@@ -194,5 +193,38 @@ mod tests {
             &with(fixture(SOURCE, Fixture::Firing), "/pipeline/run_id", json!([1])),
             "field `pipeline.run_id` must be a string or a number, not an array",
         );
+    }
+
+    #[test]
+    fn rejects_present_fields_of_the_wrong_type() {
+        for (pointer, value, message) in [
+            (
+                "/finished_at",
+                json!("not-a-time"),
+                "field `finished_at` must be an RFC 3339 time or epoch seconds, not \"not-a-time\"",
+            ),
+            (
+                "/started_at",
+                json!({"at": "2026-11-20T13:20:04Z"}),
+                "field `started_at` must be an RFC 3339 time or epoch seconds, not an object",
+            ),
+            (
+                "/pipeline/status",
+                json!({"code": "FAILED"}),
+                "field `pipeline.status` must be a string or a number, not an object",
+            ),
+            (
+                "/commit",
+                json!("e52b7c9"),
+                "field `commit` must be an object, not a string",
+            ),
+            (
+                "/application",
+                json!(["orders-api", ["x"]]),
+                "field `application[1]` must be a string or a number, not an array",
+            ),
+        ] {
+            assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);
+        }
     }
 }

@@ -10,14 +10,15 @@ use super::{AlertKind, NormalizedAlert, ParseError, Source};
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
     let key = root.require_id("PID")?;
-    let tags = root.tags("Tags");
-    let impacted_entity = root.text("ImpactedEntity");
+    let tags = root.tags("Tags")?;
+    let impacted_entity = root.text("ImpactedEntity")?;
+    let problem_id = root.text("ProblemID")?;
     let title = root
-        .text("ProblemTitle")
+        .text("ProblemTitle")?
         .or_else(|| impacted_entity.clone())
-        .unwrap_or_else(|| format!("Problem {}", root.text("ProblemID").as_deref().unwrap_or(&key)));
+        .unwrap_or_else(|| format!("Problem {}", problem_id.as_deref().unwrap_or(&key)));
     let state = root
-        .text("State")
+        .text("State")?
         .map_or_else(|| "open".to_owned(), |state| state.to_lowercase());
 
     Ok(NormalizedAlert {
@@ -27,26 +28,33 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         key,
         detail: unless_same_as(impacted_entity, &title),
         title,
-        service: impacted_service(&root).or_else(|| find_tag(&tags, "service")),
+        service: impacted_service(&root)?.or_else(|| find_tag(&tags, "service")),
         environment: find_tag(&tags, "env").or_else(|| find_tag(&tags, "environment")),
-        severity: root.text("ProblemSeverity").and_then(|severity| severity_of(&severity)),
-        fired_at: root.time("StartTime", EpochUnit::Millis).unwrap_or(received_at),
+        severity: root
+            .text("ProblemSeverity")?
+            .and_then(|severity| severity_of(&severity)),
+        fired_at: root.time("StartTime", EpochUnit::Millis)?.unwrap_or(received_at),
         resolved: state == "resolved",
         state,
-        source_url: root.text("ProblemURL"),
+        source_url: root.text("ProblemURL")?,
         dashboard_url: None,
         panel_url: None,
         rule_name: None,
-        labels: labels(&root, &tags),
+        labels: labels(&tags, problem_id, root.text("ProblemImpact")?),
         raw: payload.clone(),
     })
 }
 
 /// The name of the first impacted entity of type SERVICE.
-fn impacted_service(root: &Obj<'_>) -> Option<String> {
-    root.objects("ImpactedEntities")
-        .filter(|entity| is_word(entity.text("type").as_deref(), "SERVICE"))
-        .find_map(|entity| entity.text("name"))
+fn impacted_service(root: &Obj<'_>) -> Result<Option<String>, ParseError> {
+    let mut service = None;
+    for entity in root.objects("ImpactedEntities")? {
+        let (kind, name) = (entity.text("type")?, entity.text("name")?);
+        if service.is_none() && is_word(kind.as_deref(), "SERVICE") {
+            service = name;
+        }
+    }
+    Ok(service)
 }
 
 fn severity_of(problem_severity: &str) -> Option<String> {
@@ -58,10 +66,10 @@ fn severity_of(problem_severity: &str) -> Option<String> {
     Some(normalized.to_owned())
 }
 
-fn labels(root: &Obj<'_>, tags: &[Tag]) -> Map<String, Value> {
+fn labels(tags: &[Tag], problem_id: Option<String>, problem_impact: Option<String>) -> Map<String, Value> {
     let mut labels = tags_to_labels(tags);
-    for (name, field) in [("problem_id", "ProblemID"), ("problem_impact", "ProblemImpact")] {
-        if let Some(text) = root.text(field) {
+    for (name, text) in [("problem_id", problem_id), ("problem_impact", problem_impact)] {
+        if let Some(text) = text {
             labels.insert(name.to_owned(), Value::String(text));
         }
     }
@@ -144,7 +152,7 @@ mod tests {
         let payload = with(
             fixture(SOURCE, Fixture::Firing),
             "/ImpactedEntities",
-            json!([{"type": "HOST", "name": "es-node-3"}, "junk", {"type": "service", "name": "search-gw"}]),
+            json!([{"type": "HOST", "name": "es-node-3"}, null, {"type": "service", "name": "search-gw"}]),
         );
         assert_eq!(parse_one(SOURCE, &payload).service.as_deref(), Some("search-gw"));
     }
@@ -180,5 +188,51 @@ mod tests {
             &with(fixture(SOURCE, Fixture::Firing), "/PID", json!({"id": "x"})),
             "field `PID` must be a string or a number, not an object",
         );
+    }
+
+    #[test]
+    fn rejects_present_fields_of_the_wrong_type() {
+        for (pointer, value, message) in [
+            (
+                "/StartTime",
+                json!("abc"),
+                "field `StartTime` must be an RFC 3339 time or epoch milliseconds, not \"abc\"",
+            ),
+            (
+                "/Tags",
+                json!(42),
+                "field `Tags` must be a comma-separated string or an array, not a number",
+            ),
+            (
+                "/ImpactedEntities",
+                json!({"type": "SERVICE", "name": "search-api"}),
+                "field `ImpactedEntities` must be an array, not an object",
+            ),
+            (
+                "/ImpactedEntities",
+                json!([{"type": "HOST", "name": "es-node-3"}, "junk"]),
+                "field `ImpactedEntities[1]` must be an object, not a string",
+            ),
+            (
+                "/ImpactedEntities/0/name",
+                json!({"id": "SERVICE-1"}),
+                "field `ImpactedEntities[0].name` must be a string or a number, not an object",
+            ),
+            (
+                "/ProblemTitle",
+                json!(true),
+                "field `ProblemTitle` must be a string or a number, not a boolean",
+            ),
+        ] {
+            assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);
+        }
+    }
+
+    #[test]
+    fn unset_start_time_falls_back_to_receipt() {
+        for unset in [json!(-1), json!("-1"), json!(0), json!("")] {
+            let payload = with(fixture(SOURCE, Fixture::Firing), "/StartTime", unset.clone());
+            assert_eq!(parse_one(SOURCE, &payload).fired_at, received_at(), "{unset}");
+        }
     }
 }

@@ -4,22 +4,31 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::value::{is_word, label_text, normalize_severity, unless_same_as, EpochUnit, Obj};
+use super::value::{normalize_severity, unless_same_as, EpochUnit, Obj};
 use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
     let incident = root.require_object("incident")?;
     let key = incident.require_id("id")?;
-    let first_alert = incident.objects("alerts").next();
-    let alert_text = |name: &str| first_alert.as_ref().and_then(|alert| alert.text(name));
-    let description = alert_text("description");
-    let title = alert_text("condition_name")
+    let alerts = incident.objects("alerts")?;
+    let tags = incident_tags(&incident)?;
+    let (condition_name, description, alert_service, link) = match alerts.first() {
+        Some(alert) => (
+            alert.text("condition_name")?,
+            alert.text("description")?,
+            alert.text("service")?,
+            alert.text("link")?,
+        ),
+        None => (None, None, None, None),
+    };
+    let title = condition_name
+        .clone()
         .or_else(|| description.clone())
-        .or_else(|| incident.first_text(&["title", "description"]))
+        .or(incident.first_text(&["title", "description"])?)
         .unwrap_or_else(|| format!("Incident {key}"));
     let state = incident
-        .text("status")
+        .text("status")?
         .map_or_else(|| "active".to_owned(), |status| status.to_lowercase());
 
     Ok(NormalizedAlert {
@@ -29,49 +38,62 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         key,
         detail: unless_same_as(description, &title),
         title,
-        service: incident_tag(&incident, "service").or_else(|| alert_text("service")),
-        environment: incident_tag(&incident, "env").or_else(|| incident_tag(&incident, "environment")),
+        service: tag_value(&tags, "service").or(alert_service),
+        environment: tag_value(&tags, "env").or_else(|| tag_value(&tags, "environment")),
         severity: incident
-            .text("severity")
+            .text("severity")?
             .and_then(|severity| normalize_severity(&severity)),
-        fired_at: incident.time("start", EpochUnit::Seconds).unwrap_or(received_at),
+        fired_at: incident.time("start", EpochUnit::Seconds)?.unwrap_or(received_at),
         resolved: state == "resolved",
         state,
-        source_url: alert_text("link"),
+        source_url: link,
         dashboard_url: None,
         panel_url: None,
-        rule_name: alert_text("condition_name"),
-        labels: labels(&incident),
+        rule_name: condition_name,
+        labels: labels(&tags, &alerts)?,
         raw: payload.clone(),
     })
 }
 
-/// The first value of the `incident_tags` entry with this `tag_id`; a `tag_value` may be a string or a list.
-fn incident_tag(incident: &Obj<'_>, tag_id: &str) -> Option<String> {
-    incident
-        .objects("incident_tags")
-        .filter(|tag| is_word(tag.text("tag_id").as_deref(), tag_id))
-        .find_map(|tag| tag.text("tag_value"))
+/// One `incident_tags` entry; a `tag_value` may be a string or a list.
+struct IncidentTag {
+    id: String,
+    values: Vec<String>,
+}
+
+fn incident_tags(incident: &Obj<'_>) -> Result<Vec<IncidentTag>, ParseError> {
+    let mut tags = Vec::new();
+    for tag in incident.objects("incident_tags")? {
+        let values = tag.label_values("tag_value")?;
+        if let Some(id) = tag.text("tag_id")? {
+            tags.push(IncidentTag { id, values });
+        }
+    }
+    Ok(tags)
+}
+
+/// The first value of the tag with this `tag_id` (ignoring ASCII case) that has a value.
+fn tag_value(tags: &[IncidentTag], tag_id: &str) -> Option<String> {
+    tags.iter()
+        .filter(|tag| tag.id.eq_ignore_ascii_case(tag_id))
+        .find_map(|tag| tag.values.first().cloned())
 }
 
 /// Every incident tag (list values joined with commas) and the ids of the member alerts.
-fn labels(incident: &Obj<'_>) -> Map<String, Value> {
-    let mut labels: Map<String, Value> = incident
-        .objects("incident_tags")
-        .filter_map(|tag| {
-            let id = tag.text("tag_id")?;
-            let value = tag.get("tag_value").and_then(label_text)?;
-            Some((id, Value::String(value)))
-        })
+fn labels(tags: &[IncidentTag], alerts: &[Obj<'_>]) -> Result<Map<String, Value>, ParseError> {
+    let mut labels: Map<String, Value> = tags
+        .iter()
+        .filter(|tag| !tag.values.is_empty())
+        .map(|tag| (tag.id.clone(), Value::String(tag.values.join(","))))
         .collect();
-    let alert_ids: Vec<String> = incident
-        .objects("alerts")
-        .filter_map(|alert| alert.text("id"))
-        .collect();
+    let mut alert_ids = Vec::new();
+    for alert in alerts {
+        alert_ids.extend(alert.text("id")?);
+    }
     if !alert_ids.is_empty() {
         labels.insert("alert_ids".to_owned(), Value::String(alert_ids.join(",")));
     }
-    labels
+    Ok(labels)
 }
 
 #[cfg(test)]
@@ -156,11 +178,7 @@ mod tests {
 
     #[test]
     fn service_falls_back_to_the_first_alert() {
-        let payload = with(
-            fixture(SOURCE, Fixture::Firing),
-            "/incident/incident_tags",
-            json!("junk"),
-        );
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/incident/incident_tags", json!([]));
         let alert = parse_one(SOURCE, &payload);
         assert_eq!(alert.service.as_deref(), Some("notifications-worker"));
         assert_eq!(alert.environment, None);
@@ -215,5 +233,48 @@ mod tests {
             &with(fixture(SOURCE, Fixture::Firing), "/incident/id", json!({"$oid": "x"})),
             "field `incident.id` must be a string or a number, not an object",
         );
+    }
+
+    #[test]
+    fn rejects_present_fields_of_the_wrong_type() {
+        for (pointer, value, message) in [
+            (
+                "/incident/alerts",
+                json!({}),
+                "field `incident.alerts` must be an array, not an object",
+            ),
+            (
+                "/incident/alerts/0",
+                json!("6738f1c2a9e4b5d7c8f0a001"),
+                "field `incident.alerts[0]` must be an object, not a string",
+            ),
+            (
+                "/incident/start",
+                json!("not-a-time"),
+                "field `incident.start` must be an RFC 3339 time or epoch seconds, not \"not-a-time\"",
+            ),
+            (
+                "/incident/incident_tags",
+                json!("junk"),
+                "field `incident.incident_tags` must be an array, not a string",
+            ),
+            (
+                "/incident/incident_tags/0/tag_value",
+                json!({"value": "notifications-worker"}),
+                "field `incident.incident_tags[0].tag_value` must be a string, a number or a boolean, not an object",
+            ),
+            (
+                "/incident/alerts/0/condition_name",
+                json!(["a", {}]),
+                "field `incident.alerts[0].condition_name[1]` must be a string or a number, not an object",
+            ),
+            (
+                "/incident/severity",
+                json!({"level": "Critical"}),
+                "field `incident.severity` must be a string or a number, not an object",
+            ),
+        ] {
+            assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);
+        }
     }
 }

@@ -1,13 +1,34 @@
-//! Lenient readers over `serde_json::Value` shared by every source parser.
+//! Readers over `serde_json::Value` shared by every source parser. They all follow one rule, so every source
+//! treats odd input alike:
 //!
-//! Required fields (the ones a key is built from) are read strictly and produce a [`ParseError`] that names
-//! the field's path. Everything else is read leniently: a missing, `null`, empty or wrong-typed optional
-//! field is treated as absent, so one odd field never costs us the whole alert.
+//! - Absent or JSON `null`: missing. A required field is a [`ParseError`]; an optional one reads as `None` (or an
+//!   empty list), and the parser falls back as it documents.
+//! - Present and usable: read, with the tolerances real senders need: ids, numbers and epochs as strings or
+//!   numbers, fractional epochs, RFC 3339 with any precision and offset (and a few looser forms), tags as a
+//!   comma-separated string or a list, multivalue lists where text is expected (their first value).
+//! - Present but unusable: a JSON type the field cannot have (an object where text is expected, a number where a
+//!   list is expected, ...) or a string that is not the time or number the field must be: a [`ParseError`] that
+//!   names the field's path and what it must be.
+//!
+//! The "unset" markers senders really use read as absent, not as errors: blank strings, and for times `0`,
+//! negative epochs (`-1`) and dates not after 1970 such as Go's zero time `0001-01-01T00:00:00Z`.
+//! Fields no parser asks for are never looked at, whatever they hold.
+
+use std::sync::OnceLock;
 
 use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use serde_json::{Map, Number, Value};
 
 use super::ParseError;
+
+/// What a text field must be, in error messages.
+const TEXT: &str = "a string or a number";
+/// What a whole-number field must be, in error messages.
+const INTEGER: &str = "an integer or a numeric string";
+/// What a tag collection must be, in error messages.
+const TAGS: &str = "a comma-separated string or an array";
+/// What a label value must be, in error messages.
+const LABEL: &str = "a string, a number or a boolean";
 
 /// A JSON object together with the path that led to it, so errors can name the exact field
 /// (`alerts[0].fingerprint`, `event.data.id`).
@@ -43,25 +64,29 @@ impl<'a> Obj<'a> {
         self.fields.get(name).filter(|value| !value.is_null())
     }
 
-    pub(super) fn object(&self, name: &str) -> Option<Obj<'a>> {
+    /// An optional object field.
+    pub(super) fn object(&self, name: &str) -> Result<Option<Obj<'a>>, ParseError> {
         match self.get(name) {
-            Some(Value::Object(fields)) => Some(Obj {
+            None => Ok(None),
+            Some(Value::Object(fields)) => Ok(Some(Obj {
                 fields,
                 path: self.path_of(name),
-            }),
-            _ => None,
+            })),
+            Some(other) => Err(wrong_type(self.path_of(name), "an object", other)),
         }
     }
 
+    /// An optional object field, read as an empty object when absent, so that all of its fields read as absent.
+    pub(super) fn object_or_empty(&self, name: &str) -> Result<Obj<'a>, ParseError> {
+        static EMPTY: OnceLock<Map<String, Value>> = OnceLock::new();
+        Ok(self.object(name)?.unwrap_or_else(|| Obj {
+            fields: EMPTY.get_or_init(Map::new),
+            path: self.path_of(name),
+        }))
+    }
+
     pub(super) fn require_object(&self, name: &str) -> Result<Obj<'a>, ParseError> {
-        match self.get(name) {
-            Some(Value::Object(fields)) => Ok(Obj {
-                fields,
-                path: self.path_of(name),
-            }),
-            Some(other) => Err(wrong_type(self.path_of(name), "an object", other)),
-            None => Err(missing(self.path_of(name))),
-        }
+        self.object(name)?.ok_or_else(|| missing(self.path_of(name)))
     }
 
     pub(super) fn require_array(&self, name: &str) -> Result<&'a [Value], ParseError> {
@@ -74,37 +99,47 @@ impl<'a> Obj<'a> {
 
     /// Element `index` of the array field `name`, which must itself be an object.
     pub(super) fn require_element(&self, name: &str, index: usize, element: &'a Value) -> Result<Obj<'a>, ParseError> {
-        let path = format!("{}[{index}]", self.path_of(name));
         match element {
-            Value::Object(fields) => Ok(Obj { fields, path }),
-            other => Err(wrong_type(path, "an object", other)),
+            Value::Object(fields) => Ok(Obj {
+                fields,
+                path: element_path(&self.path_of(name), index),
+            }),
+            other => Err(wrong_type(element_path(&self.path_of(name), index), "an object", other)),
         }
     }
 
-    /// The object elements of an optional array field; anything else in the array is skipped.
-    pub(super) fn objects(&self, name: &str) -> impl Iterator<Item = Obj<'a>> {
+    /// The elements of an optional array of objects; `null` elements are skipped, any other non-object is an error.
+    pub(super) fn objects(&self, name: &str) -> Result<Vec<Obj<'a>>, ParseError> {
         let items = match self.get(name) {
-            Some(Value::Array(items)) => items.as_slice(),
-            _ => &[],
+            None => return Ok(Vec::new()),
+            Some(Value::Array(items)) => items,
+            Some(other) => return Err(wrong_type(self.path_of(name), "an array", other)),
         };
-        let path = self.path_of(name);
-        items.iter().enumerate().filter_map(move |(index, item)| match item {
-            Value::Object(fields) => Some(Obj {
-                fields,
-                path: format!("{path}[{index}]"),
-            }),
-            _ => None,
-        })
+        items
+            .iter()
+            .enumerate()
+            .filter(|(_, item)| !item.is_null())
+            .map(|(index, item)| self.require_element(name, index, item))
+            .collect()
     }
 
-    /// An optional text field: a non-blank string or a number; for a list, its first such element.
-    pub(super) fn text(&self, name: &str) -> Option<String> {
-        self.get(name).and_then(scalar_text)
+    /// An optional text field: a string or a number; for a list (a multivalue field), its first value. Blank
+    /// strings and empty lists read as absent.
+    pub(super) fn text(&self, name: &str) -> Result<Option<String>, ParseError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(value) => text_of(value, || self.path_of(name)),
+        }
     }
 
-    /// The first of several alternative optional text fields that is present.
-    pub(super) fn first_text(&self, names: &[&str]) -> Option<String> {
-        names.iter().find_map(|name| self.text(name))
+    /// Alternative optional text fields: the first one that has a value. Every alternative present must be usable.
+    pub(super) fn first_text(&self, names: &[&str]) -> Result<Option<String>, ParseError> {
+        let mut first = None;
+        for name in names {
+            let text = self.text(name)?;
+            first = first.or(text);
+        }
+        Ok(first)
     }
 
     /// A required identifier, given as a string or a number.
@@ -125,26 +160,68 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// An optional point in time: RFC 3339 / ISO 8601 text, or an epoch number in `unit`.
-    pub(super) fn time(&self, name: &str, unit: EpochUnit) -> Option<DateTime<Utc>> {
-        self.get(name).and_then(|value| timestamp(value, unit))
-    }
-
-    /// An optional whole number such as a duration, given as a number or a numeric string.
-    pub(super) fn integer(&self, name: &str) -> Option<i64> {
-        match self.get(name)? {
-            Value::Number(number) => number.as_i64().or_else(|| number.as_f64().and_then(float_to_i64)),
-            Value::String(text) => text.trim().parse::<f64>().ok().and_then(float_to_i64),
-            _ => None,
+    /// An optional point in time: RFC 3339 / ISO 8601 text, or an epoch number (or numeric string) in `unit`.
+    /// The unset markers (blank, `0`, negative, not after 1970) read as absent.
+    pub(super) fn time(&self, name: &str, unit: EpochUnit) -> Result<Option<DateTime<Utc>>, ParseError> {
+        let Some(value) = self.get(name) else {
+            return Ok(None);
+        };
+        match value {
+            Value::Number(_) | Value::String(_) => match timestamp(value, unit) {
+                Some(time) => Ok(Some(time)),
+                None if is_unset_time(value) => Ok(None),
+                None => Err(invalid_value(self.path_of(name), unit.expected(), value)),
+            },
+            other => Err(wrong_type(self.path_of(name), unit.expected(), other)),
         }
     }
 
-    /// An optional tag collection, as a comma-separated string or as a list.
-    pub(super) fn tags(&self, name: &str) -> Vec<Tag> {
-        self.get(name).map(parse_tags).unwrap_or_default()
+    /// An optional whole number such as a duration, given as a number or a numeric string; blank reads as absent.
+    pub(super) fn integer(&self, name: &str) -> Result<Option<i64>, ParseError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
+            Some(value @ (Value::Number(_) | Value::String(_))) => integer_of(value)
+                .map(Some)
+                .ok_or_else(|| invalid_value(self.path_of(name), INTEGER, value)),
+            Some(other) => Err(wrong_type(self.path_of(name), INTEGER, other)),
+        }
     }
 
-    /// The fields of this object that read as flat text, as string labels.
+    /// A required whole number, given as a number or a numeric string.
+    pub(super) fn require_integer(&self, name: &str) -> Result<i64, ParseError> {
+        match self.get(name) {
+            Some(Value::String(text)) if text.trim().is_empty() => Err(ParseError::Empty {
+                field: self.path_of(name),
+            }),
+            _ => self.integer(name)?.ok_or_else(|| missing(self.path_of(name))),
+        }
+    }
+
+    /// An optional tag collection, as a comma-separated string or as a list of strings.
+    pub(super) fn tags(&self, name: &str) -> Result<Vec<Tag>, ParseError> {
+        match self.get(name) {
+            None => Ok(Vec::new()),
+            Some(value) => tags_of(value, || self.path_of(name)),
+        }
+    }
+
+    /// An optional label value: a string, a number or a boolean, or a list of them; every non-blank value.
+    pub(super) fn label_values(&self, name: &str) -> Result<Vec<String>, ParseError> {
+        match self.get(name) {
+            None => Ok(Vec::new()),
+            Some(value) => label_values_of(value, || self.path_of(name)),
+        }
+    }
+
+    /// An optional label value as one text, the values of a list joined with commas.
+    pub(super) fn label(&self, name: &str) -> Result<Option<String>, ParseError> {
+        let values = self.label_values(name)?;
+        Ok((!values.is_empty()).then(|| values.join(",")))
+    }
+
+    /// The fields of this object that read as flat text, as string labels. For free-form maps (label sets, log
+    /// rows) whose members no parser names: what does not read as text is left out.
     pub(super) fn scalar_labels(&self) -> Map<String, Value> {
         self.scalar_labels_where(|_| true)
     }
@@ -155,6 +232,111 @@ impl<'a> Obj<'a> {
             .filter(|(name, _)| keep(name))
             .filter_map(|(name, value)| label_text(value).map(|text| (name.clone(), Value::String(text))))
             .collect()
+    }
+}
+
+fn element_path(path: &str, index: usize) -> String {
+    format!("{path}[{index}]")
+}
+
+/// A non-blank string, trimmed.
+fn non_blank(text: &str) -> Option<String> {
+    Some(text.trim()).filter(|text| !text.is_empty()).map(str::to_owned)
+}
+
+/// Text from a string or a number; for a list, its first value. `path` names the field in errors.
+fn text_of(value: &Value, path: impl Fn() -> String) -> Result<Option<String>, ParseError> {
+    let flat = |value: &Value| match value {
+        Value::Null => Some(None),
+        Value::String(text) => Some(non_blank(text)),
+        Value::Number(number) => Some(Some(number_text(number))),
+        _ => None,
+    };
+    match value {
+        Value::Array(items) => {
+            let mut first = None;
+            for (index, item) in items.iter().enumerate() {
+                let text = flat(item).ok_or_else(|| wrong_type(element_path(&path(), index), TEXT, item))?;
+                first = first.or(text);
+            }
+            Ok(first)
+        }
+        other => flat(other).ok_or_else(|| wrong_type(path(), TEXT, other)),
+    }
+}
+
+/// Every non-blank value of a label: a string, a number, a boolean or a list of them.
+fn label_values_of(value: &Value, path: impl Fn() -> String) -> Result<Vec<String>, ParseError> {
+    let flat = |value: &Value| match value {
+        Value::Null => Some(None),
+        Value::Bool(flag) => Some(Some(flag.to_string())),
+        Value::String(text) => Some(non_blank(text)),
+        Value::Number(number) => Some(Some(number_text(number))),
+        _ => None,
+    };
+    match value {
+        Value::Array(items) => {
+            let mut values = Vec::new();
+            for (index, item) in items.iter().enumerate() {
+                let text = flat(item).ok_or_else(|| wrong_type(element_path(&path(), index), LABEL, item))?;
+                values.extend(text);
+            }
+            Ok(values)
+        }
+        other => Ok(flat(other)
+            .ok_or_else(|| wrong_type(path(), LABEL, other))?
+            .into_iter()
+            .collect()),
+    }
+}
+
+/// Tags from `"k:v, k:v"` or from `["k:v", "k:v"]` (each element may itself hold several, comma-separated).
+fn tags_of(value: &Value, path: impl Fn() -> String) -> Result<Vec<Tag>, ParseError> {
+    match value {
+        Value::String(text) => Ok(parse_tag_text(text)),
+        Value::Array(items) => {
+            let mut tags = Vec::new();
+            for (index, item) in items.iter().enumerate() {
+                match item {
+                    Value::Null => {}
+                    Value::String(text) => tags.extend(parse_tag_text(text)),
+                    Value::Number(number) => tags.extend(parse_tag_text(&number_text(number))),
+                    other => return Err(wrong_type(element_path(&path(), index), TEXT, other)),
+                }
+            }
+            Ok(tags)
+        }
+        other => Err(wrong_type(path(), TAGS, other)),
+    }
+}
+
+/// A whole number from a number or a numeric string, without losing digits.
+fn integer_of(value: &Value) -> Option<i64> {
+    match value {
+        Value::Number(number) => number.as_i64().or_else(|| number.as_f64().and_then(float_to_i64)),
+        Value::String(text) => {
+            let text = text.trim();
+            text.parse::<i64>()
+                .ok()
+                .or_else(|| text.parse::<f64>().ok().and_then(float_to_i64))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a time value that did not read as a time is one of the "unset" markers senders use rather than garbage:
+/// blank, zero or negative epochs (`-1`), and dates not after 1970 such as Go's zero time `0001-01-01T00:00:00Z`.
+fn is_unset_time(value: &Value) -> bool {
+    let not_positive = |number: f64| number.is_finite() && number <= 0.0;
+    match value {
+        Value::Number(number) => number.as_f64().is_some_and(not_positive),
+        Value::String(text) => {
+            let text = text.trim();
+            text.is_empty()
+                || text.parse::<f64>().is_ok_and(not_positive)
+                || parse_datetime_text(text).is_some_and(|time| time.timestamp() <= 0)
+        }
+        _ => false,
     }
 }
 
@@ -179,6 +361,21 @@ fn wrong_type(field: String, expected: &'static str, found: &Value) -> ParseErro
         field,
         expected,
         found: describe(found),
+    }
+}
+
+/// A value of an acceptable JSON type that still does not read as what the field must be (`"abc"` for a number).
+fn invalid_value(field: String, expected: &'static str, found: &Value) -> ParseError {
+    const SHOWN_CHARS: usize = 40;
+    let text = found.to_string();
+    let mut shown: String = text.chars().take(SHOWN_CHARS).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    ParseError::InvalidValue {
+        field,
+        expected,
+        found: shown,
     }
 }
 
@@ -207,8 +404,8 @@ fn float_to_i64(float: f64) -> Option<i64> {
     (float.is_finite() && float.fract() == 0.0 && float.abs() <= EXACT_LIMIT).then_some(float as i64)
 }
 
-/// A non-blank string or a number as text; for a list (a multivalue field), its first such element.
-pub(super) fn scalar_text(value: &Value) -> Option<String> {
+/// Lenient text of a member of a free-form map: a non-blank string or a number; for a list, its first such element.
+fn scalar_text(value: &Value) -> Option<String> {
     match value {
         Value::String(text) => Some(text.trim()).filter(|text| !text.is_empty()).map(str::to_owned),
         Value::Number(number) => Some(number_text(number)),
@@ -220,8 +417,9 @@ pub(super) fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
-/// Text for a label value: scalars as text, lists of scalars joined with commas, objects skipped.
-pub(super) fn label_text(value: &Value) -> Option<String> {
+/// Lenient text of a member of a free-form label map: scalars as text, lists of scalars joined with commas, objects
+/// skipped. Named fields are read strictly, with [`Obj::label`].
+fn label_text(value: &Value) -> Option<String> {
     match value {
         Value::Bool(flag) => Some(flag.to_string()),
         Value::Array(items) => {
@@ -252,11 +450,18 @@ impl EpochUnit {
             unit => unit,
         }
     }
+
+    /// What a time field in this unit must be, in error messages.
+    const fn expected(self) -> &'static str {
+        match self {
+            Self::Seconds => "an RFC 3339 time or epoch seconds",
+            Self::Millis => "an RFC 3339 time or epoch milliseconds",
+        }
+    }
 }
 
-/// A point in time from an epoch number (or numeric string) in `unit`, or from RFC 3339 / ISO 8601 text.
-/// Zero and pre-1970 values are the "unset" sentinels some tools send (Go's `0001-01-01T00:00:00Z`), so they
-/// count as absent.
+/// A point in time from an epoch number (or numeric string) in `unit`, or from RFC 3339 / ISO 8601 text; `None`
+/// for anything else, including times not after 1970. [`Obj::time`] tells the unset markers among those from garbage.
 fn timestamp(value: &Value, unit: EpochUnit) -> Option<DateTime<Utc>> {
     let parsed = match value {
         Value::Number(number) => epoch_parts_of_number(number).and_then(|(whole, nanos)| epoch(whole, nanos, unit)),
@@ -342,18 +547,6 @@ pub(super) fn add_millis(start: DateTime<Utc>, millis: i64) -> Option<DateTime<U
 pub(super) struct Tag {
     pub(super) key: String,
     pub(super) value: String,
-}
-
-/// Tags from `"k:v, k:v"` or from `["k:v", "k:v"]`.
-pub(super) fn parse_tags(value: &Value) -> Vec<Tag> {
-    match value {
-        Value::Array(items) => items
-            .iter()
-            .filter_map(scalar_text)
-            .flat_map(|item| parse_tag_text(&item))
-            .collect(),
-        other => scalar_text(other).map(|text| parse_tag_text(&text)).unwrap_or_default(),
-    }
 }
 
 /// Tags from a comma-separated `"k:v, k:v"` string.
@@ -494,26 +687,214 @@ mod tests {
         );
     }
 
+    /// The error message of a reader's result, for comparisons.
+    fn message<T: std::fmt::Debug>(result: Result<T, ParseError>) -> String {
+        result.expect_err("must be rejected").to_string()
+    }
+
     #[test]
-    fn unset_and_garbage_times_are_absent() {
+    fn unset_times_are_absent() {
         for value in [
+            json!(null),
             json!("0001-01-01T00:00:00Z"),
+            json!("1970-01-01T00:00:00Z"),
             json!(0),
+            json!(0.0),
             json!("0"),
+            json!(-1),
             json!(-5),
+            json!(-1.5),
             json!("-5"),
-            json!("yesterday"),
             json!(""),
-            json!(1e300),
-            json!(u64::MAX),
-            json!("99999999999999999999999"),
-            json!("1.2.3"),
-            json!(true),
-            json!({}),
+            json!("  "),
         ] {
-            assert_eq!(timestamp(&value, EpochUnit::Seconds), None, "{value}");
-            assert_eq!(timestamp(&value, EpochUnit::Millis), None, "{value}");
+            let payload = json!({ "t": value });
+            let obj = Obj::root(&payload).expect("object");
+            assert_eq!(obj.time("t", EpochUnit::Seconds), Ok(None), "{value}");
+            assert_eq!(obj.time("t", EpochUnit::Millis), Ok(None), "{value}");
         }
+    }
+
+    #[test]
+    fn garbage_times_are_errors_naming_the_field() {
+        for (value, found) in [
+            (json!("yesterday"), "\"yesterday\""),
+            (json!("not-a-time"), "\"not-a-time\""),
+            (json!("2026-13-45T99:00:00Z"), "\"2026-13-45T99:00:00Z\""),
+            (json!(1e300), "1e+300"),
+            (json!(u64::MAX), "18446744073709551615"),
+            (json!("99999999999999999999999"), "\"99999999999999999999999\""),
+            (json!("1.2.3"), "\"1.2.3\""),
+            (json!("NaN"), "\"NaN\""),
+            (json!(true), "a boolean"),
+            (json!({}), "an object"),
+            (json!({"x": 1}), "an object"),
+            (json!([]), "an array"),
+            (json!(["2026-11-20T14:02:10Z"]), "an array"),
+        ] {
+            let payload = json!({ "event": { "t": value } });
+            let event = Obj::root(&payload)
+                .and_then(|root| root.require_object("event"))
+                .expect("event");
+            let error = event.time("t", EpochUnit::Seconds).expect_err("garbage");
+            assert_eq!(error.field(), Some("event.t"), "{value}");
+            assert_eq!(
+                error.to_string(),
+                format!("field `event.t` must be an RFC 3339 time or epoch seconds, not {found}"),
+                "{value}"
+            );
+            assert_eq!(
+                message(event.time("t", EpochUnit::Millis)),
+                format!("field `event.t` must be an RFC 3339 time or epoch milliseconds, not {found}"),
+            );
+        }
+    }
+
+    #[test]
+    fn long_unreadable_values_are_shortened_in_messages() {
+        let payload = json!({ "t": "x".repeat(100) });
+        let obj = Obj::root(&payload).expect("object");
+        assert_eq!(
+            message(obj.time("t", EpochUnit::Seconds)),
+            format!(
+                "field `t` must be an RFC 3339 time or epoch seconds, not \"{}…",
+                "x".repeat(39)
+            )
+        );
+    }
+
+    #[test]
+    fn text_from_strings_numbers_and_multivalue_lists() {
+        let payload = json!({
+            "s": " a ", "n": 42, "f": 1842.0, "blank": " ", "list": ["", "a", "b"], "empty": [], "nulls": [null],
+            "null": null, "b": true, "o": {"x": 1}, "nested": ["a", ["b"]],
+        });
+        let obj = Obj::root(&payload).expect("object");
+        for (name, expected) in [
+            ("s", Some("a")),
+            ("n", Some("42")),
+            ("f", Some("1842")),
+            ("blank", None),
+            ("list", Some("a")),
+            ("empty", None),
+            ("nulls", None),
+            ("null", None),
+            ("absent", None),
+        ] {
+            assert_eq!(obj.text(name), Ok(expected.map(str::to_owned)), "{name}");
+        }
+        assert_eq!(
+            message(obj.text("b")),
+            "field `b` must be a string or a number, not a boolean"
+        );
+        assert_eq!(
+            message(obj.text("o")),
+            "field `o` must be a string or a number, not an object"
+        );
+        assert_eq!(
+            message(obj.text("nested")),
+            "field `nested[1]` must be a string or a number, not an array"
+        );
+        assert_eq!(obj.first_text(&["blank", "absent", "s"]), Ok(Some("a".to_owned())));
+        assert_eq!(
+            message(obj.first_text(&["s", "o"])),
+            "field `o` must be a string or a number, not an object",
+            "every alternative present must be usable"
+        );
+    }
+
+    #[test]
+    fn integers_from_numbers_and_numeric_strings() {
+        let payload = json!({
+            "a": 1842, "b": " 1842 ", "c": 1842.0, "d": "1842.0", "big": "9007199254740993", "neg": -3, "blank": "",
+            "abc": "abc", "huge": 1e300, "huge_text": "1e300", "fraction": 4.5, "list": [1], "flag": false,
+        });
+        let obj = Obj::root(&payload).expect("object");
+        for name in ["a", "b", "c", "d"] {
+            assert_eq!(obj.integer(name), Ok(Some(1842)), "{name}");
+        }
+        assert_eq!(obj.integer("big"), Ok(Some(9_007_199_254_740_993)));
+        assert_eq!(obj.integer("neg"), Ok(Some(-3)));
+        assert_eq!(obj.integer("blank"), Ok(None));
+        assert_eq!(obj.integer("absent"), Ok(None));
+        for (name, found) in [
+            ("abc", "\"abc\""),
+            ("huge", "1e+300"),
+            ("huge_text", "\"1e300\""),
+            ("fraction", "4.5"),
+            ("list", "an array"),
+            ("flag", "a boolean"),
+        ] {
+            assert_eq!(
+                message(obj.integer(name)),
+                format!("field `{name}` must be an integer or a numeric string, not {found}")
+            );
+        }
+        assert_eq!(obj.require_integer("b"), Ok(1842));
+        assert_eq!(
+            obj.require_integer("blank"),
+            Err(ParseError::Empty { field: "blank".into() })
+        );
+        assert_eq!(
+            obj.require_integer("absent"),
+            Err(ParseError::MissingField { field: "absent".into() })
+        );
+    }
+
+    #[test]
+    fn objects_and_lists_of_objects() {
+        let payload = json!({
+            "o": {"k": " v ", "bad": [{}]}, "s": "x", "l": [{"a": 1}, null, {"b": 2}], "lo": {}, "junk": [{}, "junk"],
+        });
+        let obj = Obj::root(&payload).expect("object");
+        let inner = obj.object("o").expect("readable").expect("present");
+        assert_eq!(inner.text("k"), Ok(Some("v".to_owned())));
+        assert_eq!(
+            message(inner.text("bad")),
+            "field `o.bad[0]` must be a string or a number, not an object"
+        );
+        assert!(obj.object("absent").expect("readable").is_none());
+        assert_eq!(message(obj.object("s")), "field `s` must be an object, not a string");
+        let empty = obj.object_or_empty("absent").expect("readable");
+        assert_eq!(empty.text("k"), Ok(None));
+        assert!(empty.scalar_labels().is_empty());
+        assert_eq!(
+            message(obj.object_or_empty("s")),
+            "field `s` must be an object, not a string"
+        );
+
+        let elements = obj.objects("l").expect("readable");
+        assert_eq!(elements.len(), 2, "null elements are skipped");
+        assert_eq!(
+            message(elements[1].object("b")),
+            "field `l[2].b` must be an object, not a number",
+            "elements keep their index in paths"
+        );
+        assert!(obj.objects("absent").expect("readable").is_empty());
+        assert_eq!(message(obj.objects("lo")), "field `lo` must be an array, not an object");
+        assert_eq!(
+            message(obj.objects("junk")),
+            "field `junk[1]` must be an object, not a string"
+        );
+    }
+
+    #[test]
+    fn label_values_from_scalars_and_lists() {
+        let payload = json!({"s": " a ", "b": true, "l": ["a", 2, false, "", null], "o": {}, "lo": ["a", {}]});
+        let obj = Obj::root(&payload).expect("object");
+        assert_eq!(obj.label("s"), Ok(Some("a".to_owned())));
+        assert_eq!(obj.label("b"), Ok(Some("true".to_owned())));
+        assert_eq!(obj.label("l"), Ok(Some("a,2,false".to_owned())));
+        assert_eq!(obj.label_values("l").map(|values| values.len()), Ok(3));
+        assert_eq!(obj.label("absent"), Ok(None));
+        assert_eq!(
+            message(obj.label("o")),
+            "field `o` must be a string, a number or a boolean, not an object"
+        );
+        assert_eq!(
+            message(obj.label("lo")),
+            "field `lo[1]` must be a string, a number or a boolean, not an object"
+        );
     }
 
     #[test]
@@ -561,14 +942,33 @@ mod tests {
                 value: String::new(),
             },
         ];
-        assert_eq!(parse_tags(&json!("env:prod, service:a:b ,monitor,, ")), expected);
-        assert_eq!(
-            parse_tags(&json!(["env:prod", " service:a:b", "monitor", 7.5, {}])).len(),
-            4
-        );
+        let payload = json!({
+            "string": "env:prod, service:a:b ,monitor,, ",
+            "list": ["env:prod", " service:a:b", "monitor", 7.5, null],
+            "blank": "",
+            "number": 42,
+            "object": {"service": "x"},
+            "junk": ["env:prod", {}],
+        });
+        let obj = Obj::root(&payload).expect("object");
+        assert_eq!(obj.tags("string"), Ok(expected.clone()));
+        assert_eq!(obj.tags("list").map(|tags| tags.len()), Ok(4));
+        assert_eq!(obj.tags("blank"), Ok(Vec::new()));
+        assert_eq!(obj.tags("absent"), Ok(Vec::new()));
         assert_eq!(find_tag(&expected, "SERVICE"), Some("a:b".to_owned()));
         assert_eq!(find_tag(&expected, "monitor"), None);
-        assert!(parse_tags(&json!({"service": "x"})).is_empty());
+        assert_eq!(
+            message(obj.tags("number")),
+            "field `number` must be a comma-separated string or an array, not a number"
+        );
+        assert_eq!(
+            message(obj.tags("object")),
+            "field `object` must be a comma-separated string or an array, not an object"
+        );
+        assert_eq!(
+            message(obj.tags("junk")),
+            "field `junk[1]` must be a string or a number, not an object"
+        );
     }
 
     #[test]
