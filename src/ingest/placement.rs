@@ -726,7 +726,7 @@ async fn look_up(
                   SELECT i.id, i.alert_title, i.alert_service, i.affected_services, i.started_at, i.last_alert_at,
                          i.correlated_alert_count, i.version
                   FROM incidents i
-                  WHERE i.user_id = w.user_id AND i.status = 'investigating'
+                  WHERE i.user_id = w.user_id AND i.status = 'investigating' AND i.takes_alerts
                     AND i.last_alert_at >= w.from_at AND i.started_at <= w.to_at
                     AND i.correlated_alert_count < $11
                   ORDER BY i.last_alert_at DESC

@@ -12,7 +12,7 @@ use vigil_aggregates::correlation::CorrelationConfig;
 use vigil_projections::incidents::all_incidents;
 
 use crate::{
-    helpers::{eventually, spawn_app_without_workers, TestApp},
+    helpers::{eventually, spawn_app_with, spawn_app_without_workers, TestApp},
     ingestion::{fixture, post_alert},
 };
 
@@ -261,4 +261,41 @@ async fn a_read_row_behind_its_events_is_filled_in_before_a_batch_projects() {
     let live = all_incidents(&app.db).await.unwrap();
     app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
     assert_eq!(all_incidents(&app.db).await.unwrap(), live);
+}
+
+/// The correlated alert that fills an incident says so: its read row stops being offered to
+/// correlation (placement no longer fetches it), and the next related alert opens a new incident.
+#[tokio::test]
+async fn a_full_incident_leaves_the_candidates_and_the_next_alert_opens_another() {
+    let app = spawn_app_with(|config| {
+        config.correlation_max_alerts = 2;
+        config.run_workers = false;
+    })
+    .await;
+    let user = app.new_user().await.id;
+    let mut placed = Vec::new();
+    for n in 0..4 {
+        let mut body = fixture("source_a", "related");
+        body["alerts"][0]["fingerprint"] = json!(format!("{n:016x}"));
+        let outcome = post_alert(&app, &user, "/api/source_a/alerts", &body).await;
+        placed.push(outcome["alerts"][0]["incident_id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(placed[1..3], [placed[0].clone(), placed[0].clone()]);
+    assert_ne!(
+        placed[3], placed[0],
+        "the full incident takes no third correlated alert"
+    );
+
+    let takes_alerts = || async {
+        let rows: Vec<(String, bool)> =
+            sqlx::query_as("SELECT id::text, takes_alerts FROM incidents ORDER BY correlated_alert_count DESC")
+                .fetch_all(&app.db)
+                .await
+                .unwrap();
+        rows
+    };
+    let live = takes_alerts().await;
+    assert_eq!(live, [(placed[0].clone(), false), (placed[3].clone(), true)]);
+    app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
+    assert_eq!(takes_alerts().await, live, "a replay reads the same from the events");
 }

@@ -157,6 +157,10 @@ pub enum IncidentEvent {
     AlertCorrelated {
         alert: AlertInfo,
         correlation: Correlation,
+        /// With this alert the incident holds the most correlated alerts allowed: it takes no
+        /// more (so the read model need not offer it to correlation again). Absent when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        filled: bool,
         at: DateTime<Utc>,
     },
     AlertResolved {
@@ -366,7 +370,12 @@ impl Incident {
                         "correlation score must be within 0.0 and 1.0".into(),
                     ));
                 }
-                Ok(vec![E::AlertCorrelated { alert, correlation, at }])
+                Ok(vec![E::AlertCorrelated {
+                    alert,
+                    correlation,
+                    filled: incident.alerts.len() >= max_correlated_alerts,
+                    at,
+                }])
             }
             C::ResolveAlert {
                 user_id,

@@ -53,8 +53,18 @@ fn correlated(source_alert_id: i64) -> IncidentEvent {
     IncidentEvent::AlertCorrelated {
         alert: alert(source_alert_id, "checkout-api"),
         correlation: correlation(),
+        filled: false,
         at: at(4),
     }
+}
+
+/// The correlated alert that fills its incident.
+fn filling(source_alert_id: i64) -> IncidentEvent {
+    let mut event = correlated(source_alert_id);
+    if let IncidentEvent::AlertCorrelated { filled, .. } = &mut event {
+        *filled = true;
+    }
+    event
 }
 
 fn patch(status: Option<IncidentStatus>) -> IncidentCommand {
@@ -157,8 +167,8 @@ fn an_incident_takes_at_most_fifty_correlated_alerts() {
             max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
             at: at(4),
         })
-        .then_expect_events(vec![correlated(51)]);
-    history.push(correlated(51));
+        .then_expect_events(vec![filling(51)]);
+    history.push(filling(51));
     Given::with(())
         .given(history)
         .when(IncidentCommand::CorrelateAlert {
@@ -171,6 +181,37 @@ fn an_incident_takes_at_most_fifty_correlated_alerts() {
         .then_expect_error(IncidentError::NotCorrelatable(
             "it holds the most correlated alerts allowed",
         ));
+}
+
+#[test]
+fn the_filling_alert_says_so_and_the_flag_is_left_out_of_other_events() {
+    let mut history = vec![opened()];
+    history.extend((2..=49).map(correlated));
+    Given::with(())
+        .given(history)
+        .when(IncidentCommand::CorrelateAlert {
+            user_id: OWNER.into(),
+            alert: alert(50, "checkout-api"),
+            correlation: correlation(),
+            max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            at: at(4),
+        })
+        .then_expect_events(vec![correlated(50)]);
+    let stored = serde_json::to_value(correlated(2)).unwrap();
+    assert!(stored["AlertCorrelated"].get("filled").is_none(), "{stored}");
+    let stored = serde_json::to_value(filling(2)).unwrap();
+    assert_eq!(stored["AlertCorrelated"]["filled"], true);
+    let earlier: IncidentEvent = serde_json::from_value(json!({ "AlertCorrelated": {
+        "alert": serde_json::to_value(alert(2, "checkout-api")).unwrap(),
+        "correlation": serde_json::to_value(correlation()).unwrap(),
+        "at": at(4),
+    }}))
+    .unwrap();
+    assert_eq!(
+        earlier,
+        correlated(2),
+        "events stored before the flag read as not filling"
+    );
 }
 
 #[test]

@@ -43,12 +43,15 @@ impl ReadModel<Incident> for IncidentsReadModel {
         let touch = "UPDATE incidents SET updated_at = $2, version = $3 WHERE id = $1";
         match &event.payload {
             E::IncidentOpened { .. } => insert_opened(conn, &[event]).await?,
-            E::AlertCorrelated { alert, correlation, at } => {
-                add_alerts(
-                    conn,
-                    &[AlertsJoined::new(event, vec![(alert, correlation.clone(), *at)])],
-                )
-                .await?;
+            E::AlertCorrelated {
+                alert,
+                correlation,
+                filled,
+                at,
+            } => {
+                let mut joined = AlertsJoined::new(event, vec![(alert, correlation.clone(), *at)]);
+                joined.filled = *filled;
+                add_alerts(conn, &[joined]).await?;
             }
             E::IncidentAbsorbed {
                 source_incident_id,
@@ -165,16 +168,21 @@ impl ReadModel<Incident> for IncidentsReadModel {
             }
             let (alerts, after) = run.split_at(correlated);
             let last = alerts[correlated - 1];
+            let filled = alerts
+                .iter()
+                .any(|event| matches!(event.payload, IncidentEvent::AlertCorrelated { filled: true, .. }));
             let alerts = alerts
                 .iter()
                 .filter_map(|event| match &event.payload {
-                    IncidentEvent::AlertCorrelated { alert, correlation, at } => {
-                        Some((alert, correlation.clone(), *at))
-                    }
+                    IncidentEvent::AlertCorrelated {
+                        alert, correlation, at, ..
+                    } => Some((alert, correlation.clone(), *at)),
                     _ => None,
                 })
                 .collect();
-            joined.push(AlertsJoined::new(last, alerts));
+            let mut group = AlertsJoined::new(last, alerts);
+            group.filled = filled;
+            joined.push(group);
             *run = after;
         }
         add_alerts(conn, &joined).await?;
@@ -287,6 +295,8 @@ struct AlertsJoined<'a> {
     version: i64,
     at: DateTime<Utc>,
     alerts: Vec<(&'a AlertInfo, Correlation, DateTime<Utc>)>,
+    /// One of them filled the incident: it is no longer a correlation candidate.
+    filled: bool,
 }
 
 impl<'a> AlertsJoined<'a> {
@@ -296,6 +306,7 @@ impl<'a> AlertsJoined<'a> {
             version: last.sequence as i64,
             at: last.payload.at(),
             alerts,
+            filled: false,
         }
     }
 }
@@ -345,9 +356,11 @@ async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Res
                  SELECT DISTINCT unnest(affected_services || ARRAY(SELECT jsonb_array_elements_text(u.services)))
                  ORDER BY 1),
              last_alert_at = GREATEST(last_alert_at, COALESCE(u.latest, last_alert_at)),
+             takes_alerts = takes_alerts AND NOT u.filled,
              updated_at = u.at, version = u.version
-         FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::int[], $5::jsonb[], $6::timestamptz[])
-             AS u(id, at, version, joined, services, latest)
+         FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::int[], $5::jsonb[], $6::timestamptz[],
+                 $19::bool[])
+             AS u(id, at, version, joined, services, latest, filled)
          WHERE incidents.id = u.id",
     )
     .bind(joined.iter().map(|group| group.incident_id).collect::<Vec<_>>())
@@ -373,6 +386,7 @@ async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Res
     .bind(rows.iter().map(|row| Json(&row.0.metadata)).collect::<Vec<_>>())
     .bind(rows.iter().map(|row| row.0.fired_at).collect::<Vec<_>>())
     .bind(rows.iter().map(|row| row.3).collect::<Vec<_>>())
+    .bind(joined.iter().map(|group| group.filled).collect::<Vec<_>>())
     .execute(conn)
     .await?;
     Ok(())
