@@ -49,8 +49,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
                 filled,
                 at,
             } => {
-                let mut joined = AlertsJoined::new(event, vec![(alert, correlation.clone(), *at)]);
-                joined.filled = *filled;
+                let joined = AlertsJoined::new(event, vec![(alert, correlation.clone(), *at)], *filled);
                 add_alerts(conn, &[joined]).await?;
             }
             E::IncidentAbsorbed {
@@ -64,7 +63,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     details: json!({ "merged_from_incident_id": source_incident_id }),
                 };
                 let alerts = alerts.iter().map(|alert| (alert, manual.clone(), *at)).collect();
-                add_alerts(conn, &[AlertsJoined::new(event, alerts)]).await?;
+                add_alerts(conn, &[AlertsJoined::new(event, alerts, false)]).await?;
             }
             E::StatusChanged {
                 status, analyzed_at, ..
@@ -180,9 +179,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     _ => None,
                 })
                 .collect();
-            let mut group = AlertsJoined::new(last, alerts);
-            group.filled = filled;
-            joined.push(group);
+            joined.push(AlertsJoined::new(last, alerts, filled));
             *run = after;
         }
         add_alerts(conn, &joined).await?;
@@ -300,13 +297,17 @@ struct AlertsJoined<'a> {
 }
 
 impl<'a> AlertsJoined<'a> {
-    fn new(last: &EventEnvelope<Incident>, alerts: Vec<(&'a AlertInfo, Correlation, DateTime<Utc>)>) -> Self {
+    fn new(
+        last: &EventEnvelope<Incident>,
+        alerts: Vec<(&'a AlertInfo, Correlation, DateTime<Utc>)>,
+        filled: bool,
+    ) -> Self {
         Self {
             incident_id: Uuid::parse_str(&last.aggregate_id).unwrap_or_default(),
             version: last.sequence as i64,
             at: last.payload.at(),
             alerts,
-            filled: false,
+            filled,
         }
     }
 }
