@@ -81,9 +81,10 @@ fn too_long(text: &str) -> Option<String> {
     None
 }
 
-/// Why a query is not processed: the error's text and code.
+/// The code of a query refused because a reply is still being written in its session.
 const BUSY: &str = "BUSY";
 
+/// Why a query is not processed: the error's text and code.
 struct Refusal {
     text: String,
     code: &'static str,
