@@ -77,6 +77,14 @@ impl AppError {
         }
     }
 
+    /// The `error` text a client sees: an internal error's cause is logged, never shown.
+    pub fn public_message(&self) -> String {
+        match self {
+            Self::Internal(_) => "internal server error".to_owned(),
+            other => other.to_string(),
+        }
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             Self::BadRequest { code, .. } | Self::Refused { code, .. } => code,
@@ -158,12 +166,8 @@ pub fn on_unique_violation(constraint: &str, conflict: AppError) -> impl FnOnce(
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let message = match &self {
-            Self::Internal(_) => "internal server error".to_owned(),
-            other => other.to_string(),
-        };
         let body = ErrorBody {
-            error: message,
+            error: self.public_message(),
             code: self.code().to_owned(),
         };
         let mut response = (status, Json(body)).into_response();

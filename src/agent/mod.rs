@@ -72,9 +72,7 @@ pub async fn answer(
     // Until the session is known to be the user's, only the asker hears about this query: the
     // session's followers (its owner's sockets) must not see a stranger's refusal.
     let refuse = |text: &str, code: Option<&str>| {
-        let asker = outbox.unrelayed();
-        asker.send(ServerMessage::session_error(&sid, text, Severity::Error, code));
-        asker.send(ServerMessage::status_end(&sid, false));
+        outbox.unrelayed().refuse(&sid, text, code);
         Ending::Failed
     };
     let accepted = match attachments::accept(

@@ -9,7 +9,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::ws::{fanout::SessionFanout, protocol::ServerMessage};
+use crate::ws::{
+    fanout::SessionFanout,
+    protocol::{ServerMessage, Severity},
+};
 
 /// Where a workflow puts what the client should see. Sending never waits: when the client reads
 /// too slowly for the queue, the connection is dropped (`overflowed` fires) instead of letting
@@ -105,6 +108,13 @@ impl Outbox {
             }
             self.overflowed.cancel();
         }
+    }
+
+    /// Answers a query that will not be processed: the error, then the `status END` (incomplete)
+    /// its asker waits for.
+    pub fn refuse(&self, session_id: &str, text: impl Into<String>, code: Option<&str>) {
+        self.send(ServerMessage::session_error(session_id, text, Severity::Error, code));
+        self.send(ServerMessage::status_end(session_id, false));
     }
 
     /// Whether nobody reads any more (the client left, or a background run never had one).

@@ -402,11 +402,7 @@ pub struct StatusErrorBody {
 
 impl IntoResponse for StatusError {
     fn into_response(self) -> Response {
-        let message = match &self.0 {
-            // As `AppError` answers it: the cause is logged, never shown.
-            AppError::Internal(_) => "internal server error".to_owned(),
-            other => other.to_string(),
-        };
+        let message = self.0.public_message();
         let body = StatusErrorBody {
             status: "error",
             error: message.clone(),

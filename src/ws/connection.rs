@@ -139,7 +139,7 @@ impl Connection {
             Err(ParseError {
                 text,
                 query_session_id: Some(session_id),
-            }) => return self.refuse_query(&session_id, text, "INVALID_QUERY"),
+            }) => return self.outbox.refuse(&session_id, text, Some("INVALID_QUERY")),
             Err(error) => return self.outbox.send(ServerMessage::error(error.text)),
         };
         if let ClientMessage::Init { user_id } = message {
@@ -149,7 +149,10 @@ impl Connection {
         let Some(user_id) = self.user_id.clone() else {
             const INIT_FIRST: &str = "send an init message with your user_id first";
             return match message {
-                ClientMessage::Query(query) => self.refuse_query(query.session_id.trim(), INIT_FIRST, "INIT_REQUIRED"),
+                ClientMessage::Query(query) => {
+                    self.outbox
+                        .refuse(query.session_id.trim(), INIT_FIRST, Some("INIT_REQUIRED"))
+                }
                 _ => self.outbox.send(ServerMessage::error(INIT_FIRST)),
             };
         };
@@ -186,7 +189,7 @@ impl Connection {
                 self.outbox
                     .send(ServerMessage::session_error(&sid, text, Severity::Error, Some(BUSY)))
             }
-            Err(Refusal { text, code }) => self.refuse_query(&sid, text, code),
+            Err(Refusal { text, code }) => self.outbox.refuse(&sid, text, Some(code)),
         }
     }
 
@@ -223,17 +226,6 @@ impl Connection {
             return Err(Refusal::new("the query is empty", "EMPTY_QUERY"));
         }
         session_id.map_err(|_| Refusal::new("session_id is not a UUID", "INVALID_SESSION_ID"))
-    }
-
-    /// Answers a query that will not be processed: the error, then the END its asker waits for.
-    fn refuse_query(&self, session_id: &str, text: impl Into<String>, code: &str) {
-        self.outbox.send(ServerMessage::session_error(
-            session_id,
-            text,
-            Severity::Error,
-            Some(code),
-        ));
-        self.outbox.send(ServerMessage::status_end(session_id, false));
     }
 
     fn start_reply(&mut self, session_id: Uuid, query: ChatQuery) {

@@ -246,67 +246,54 @@ fn non_blank(text: &str) -> Option<String> {
 
 /// Text from a string or a number; for a list, its first value. `path` names the field in errors.
 fn text_of(value: &Value, path: impl Fn() -> String) -> Result<Option<String>, ParseError> {
-    let flat = |value: &Value| match value {
-        Value::Null => Some(None),
-        Value::String(text) => Some(non_blank(text)),
-        Value::Number(number) => Some(Some(number_text(number))),
-        _ => None,
-    };
-    match value {
-        Value::Array(items) => {
-            let mut first = None;
-            for (index, item) in items.iter().enumerate() {
-                let text = flat(item).ok_or_else(|| wrong_type(element_path(&path(), index), TEXT, item))?;
-                first = first.or(text);
-            }
-            Ok(first)
-        }
-        other => flat(other).ok_or_else(|| wrong_type(path(), TEXT, other)),
-    }
+    Ok(scalar_values(value, Booleans::Refused, path)?.into_iter().next())
 }
 
 /// Every non-blank value of a label: a string, a number, a boolean or a list of them.
 fn label_values_of(value: &Value, path: impl Fn() -> String) -> Result<Vec<String>, ParseError> {
-    let flat = |value: &Value| match value {
-        Value::Null => Some(None),
-        Value::Bool(flag) => Some(Some(flag.to_string())),
-        Value::String(text) => Some(non_blank(text)),
-        Value::Number(number) => Some(Some(number_text(number))),
-        _ => None,
-    };
-    match value {
-        Value::Array(items) => {
-            let mut values = Vec::new();
-            for (index, item) in items.iter().enumerate() {
-                let text = flat(item).ok_or_else(|| wrong_type(element_path(&path(), index), LABEL, item))?;
-                values.extend(text);
-            }
-            Ok(values)
-        }
-        other => Ok(flat(other)
-            .ok_or_else(|| wrong_type(path(), LABEL, other))?
-            .into_iter()
-            .collect()),
-    }
+    scalar_values(value, Booleans::Accepted, path)
 }
 
 /// Tags from `"k:v, k:v"` or from `["k:v", "k:v"]` (each element may itself hold several, comma-separated).
 fn tags_of(value: &Value, path: impl Fn() -> String) -> Result<Vec<Tag>, ParseError> {
     match value {
         Value::String(text) => Ok(parse_tag_text(text)),
-        Value::Array(items) => {
-            let mut tags = Vec::new();
-            for (index, item) in items.iter().enumerate() {
-                match item {
-                    Value::Null => {}
-                    Value::String(text) => tags.extend(parse_tag_text(text)),
-                    Value::Number(number) => tags.extend(parse_tag_text(&number_text(number))),
-                    other => return Err(wrong_type(element_path(&path(), index), TEXT, other)),
-                }
-            }
-            Ok(tags)
-        }
+        Value::Array(_) => Ok(scalar_values(value, Booleans::Refused, path)?
+            .iter()
+            .flat_map(|text| parse_tag_text(text))
+            .collect()),
         other => Err(wrong_type(path(), TAGS, other)),
+    }
+}
+
+/// Whether a boolean reads as text (`"true"`): for labels only.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Booleans {
+    Accepted,
+    Refused,
+}
+
+/// The non-blank texts of a scalar, or of each element of a list of scalars (a multivalue field); `null`s are
+/// skipped. Anything else, at the top or in the list, is an error naming where it is.
+fn scalar_values(value: &Value, booleans: Booleans, path: impl Fn() -> String) -> Result<Vec<String>, ParseError> {
+    let expected = match booleans {
+        Booleans::Accepted => LABEL,
+        Booleans::Refused => TEXT,
+    };
+    let flat = |value: &Value, path: &dyn Fn() -> String| match value {
+        Value::Null => Ok(None),
+        Value::Bool(flag) if booleans == Booleans::Accepted => Ok(Some(flag.to_string())),
+        Value::String(text) => Ok(non_blank(text)),
+        Value::Number(number) => Ok(Some(number_text(number))),
+        other => Err(wrong_type(path(), expected, other)),
+    };
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(index, item)| flat(item, &|| element_path(&path(), index)).transpose())
+            .collect(),
+        other => Ok(flat(other, &path)?.into_iter().collect()),
     }
 }
 
@@ -384,7 +371,7 @@ fn id_text(value: &Value, path: String) -> Result<String, ParseError> {
         Value::String(text) if text.trim().is_empty() => Err(ParseError::Empty { field: path }),
         Value::String(text) => Ok(text.trim().to_owned()),
         Value::Number(number) => Ok(number_text(number)),
-        other => Err(wrong_type(path, "a string or a number", other)),
+        other => Err(wrong_type(path, TEXT, other)),
     }
 }
 
@@ -407,7 +394,7 @@ fn float_to_i64(float: f64) -> Option<i64> {
 /// Lenient text of a member of a free-form map: a non-blank string or a number; for a list, its first such element.
 fn scalar_text(value: &Value) -> Option<String> {
     match value {
-        Value::String(text) => Some(text.trim()).filter(|text| !text.is_empty()).map(str::to_owned),
+        Value::String(text) => non_blank(text),
         Value::Number(number) => Some(number_text(number)),
         Value::Array(items) => items.iter().find_map(|item| match item {
             Value::Array(_) => None,
