@@ -114,6 +114,9 @@ pub struct Placer {
     known: std::sync::Mutex<HashMap<Uuid, (Incident, usize)>>,
 }
 
+/// How placement's connections name themselves to the database (`pg_stat_activity`).
+pub const LANE_APPLICATION_NAME: &str = "vigil ingestion lane";
+
 /// Incidents [`Placer::known`] keeps at most before it starts over.
 const KNOWN_INCIDENTS: usize = 20_000;
 
@@ -134,24 +137,28 @@ impl Placer {
         }
     }
 
-    /// The same placer on a pool of its own (of `lanes` connections), connecting from the
-    /// runtime that calls this: a connection's replies wake tasks through the runtime it was
-    /// opened on.
-    pub fn on_own_connections(mut self, lanes: usize) -> Self {
-        let options = (*self.db.connect_options()).clone();
-        self.db = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(lanes as u32)
-            .acquire_timeout(std::time::Duration::from_secs(5))
-            .connect_lazy_with(options);
-        self
+    /// A connection of placement's own, opened with the pool's settings from the runtime that
+    /// calls this (a connection's replies wake tasks through the runtime it was opened on).
+    ///
+    /// Not a pooled one: a pool checks a connection with a round trip when lending it and
+    /// another when it comes back, and a placement lane would wait for both on every batch.
+    pub async fn connect(&self) -> sqlx::Result<PgConnection> {
+        let options = (*self.db.connect_options())
+            .clone()
+            .application_name(LANE_APPLICATION_NAME);
+        sqlx::Connection::connect_with(&options).await
     }
 
     /// Places every alert of every notification; the outcomes are in the notifications' order.
-    pub async fn place(&self, batch: &[Notification]) -> Result<Vec<Vec<IngestedAlert>>, PlacementError> {
+    pub async fn place(
+        &self,
+        conn: &mut PgConnection,
+        batch: &[Notification],
+    ) -> Result<Vec<Vec<IngestedAlert>>, PlacementError> {
         let mut stale = HashSet::new();
         let mut conflicts = 0;
         loop {
-            match self.try_place(batch, &stale).await {
+            match self.try_place(conn, batch, &stale).await {
                 Ok(outcomes) => return Ok(outcomes),
                 Err(Abort::StaleCandidate {
                     incident_id,
@@ -179,7 +186,12 @@ impl Placer {
         }
     }
 
-    async fn try_place(&self, batch: &[Notification], stale: &HashSet<Uuid>) -> Result<Vec<Vec<IngestedAlert>>, Abort> {
+    async fn try_place(
+        &self,
+        conn: &mut PgConnection,
+        batch: &[Notification],
+        stale: &HashSet<Uuid>,
+    ) -> Result<Vec<Vec<IngestedAlert>>, Abort> {
         let items: Vec<Item> = batch
             .iter()
             .enumerate()
@@ -191,7 +203,7 @@ impl Placer {
                 })
             })
             .collect();
-        let mut tx = self.db.begin_with(begin_locking_users(batch)).await?;
+        let mut tx = sqlx::Connection::begin_with(conn, begin_locking_users(batch)).await?;
         let windows = self.candidate_windows(items.iter().filter(|item| !item.alert.resolved));
         let found = look_up(&mut tx, &items, &windows, self.max_correlated()).await?;
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();

@@ -30,6 +30,13 @@ fn placer(app: &TestApp) -> Placer {
     )
 }
 
+/// Places `batch` on a connection of the placer's own, as a lane does.
+async fn place(app: &TestApp, batch: &[Notification]) -> Vec<Vec<IngestedAlert>> {
+    let placer = placer(app);
+    let mut conn = placer.connect().await.unwrap();
+    placer.place(&mut conn, batch).await.unwrap()
+}
+
 async fn event_types(app: &TestApp, user: &str, incident: &str) -> Vec<String> {
     let events: Value = app
         .send_as(user, Method::GET, &format!("/api/incidents/{incident}/events"), None)
@@ -57,17 +64,11 @@ async fn one_batch_places_as_one_by_one_would() {
 
     let mut batch: Vec<Notification> = sequence.iter().map(|name| notification(&alice, name)).collect();
     batch.push(notification(&bob, "firing"));
-    let outcomes = placer(&app).place(&batch).await.unwrap();
+    let outcomes = place(&app, &batch).await;
     let one_by_one: Vec<Vec<IngestedAlert>> = {
         let mut outcomes = Vec::new();
         for name in sequence {
-            outcomes.push(
-                placer(&app)
-                    .place(&[notification(&carol, name)])
-                    .await
-                    .unwrap()
-                    .remove(0),
-            );
+            outcomes.push(place(&app, &[notification(&carol, name)]).await.remove(0));
         }
         outcomes
     };
@@ -136,7 +137,7 @@ async fn a_batch_opening_and_growing_several_incidents_writes_each_its_own_rows(
         users.push(user);
     }
 
-    let outcomes = placer(&app).place(&batch).await.unwrap();
+    let outcomes = place(&app, &batch).await;
 
     let vectors = vigil::vector_store::VectorStore::default();
     for (n, title) in titles.iter().enumerate() {
@@ -298,4 +299,25 @@ async fn a_full_incident_leaves_the_candidates_and_the_next_alert_opens_another(
     assert_eq!(live, [(placed[0].clone(), false), (placed[3].clone(), true)]);
     app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
     assert_eq!(takes_alerts().await, live, "a replay reads the same from the events");
+}
+
+#[tokio::test]
+async fn a_lane_whose_connection_died_places_the_next_notification_on_a_new_one() {
+    let app = spawn_app_without_workers().await;
+    let user = app.new_user().await.id;
+    let firing = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+
+    let terminated: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = $1",
+    )
+    .bind(vigil::ingest::placement::LANE_APPLICATION_NAME)
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(terminated, [true], "the lane holds one connection of its own");
+
+    let related = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "related")).await;
+    assert_eq!(related["alerts"][0]["incident_id"], firing["alerts"][0]["incident_id"]);
+    assert_eq!(related["alerts"][0]["correlated"], true);
 }
