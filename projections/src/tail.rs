@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use cqrs_es::{Aggregate, EventEnvelope};
 use serde::Deserialize;
 use serde_json::Value;
-use sqlx::{postgres::PgListener, PgPool};
+use sqlx::{postgres::PgListener, PgConnection, PgPool};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -74,10 +74,11 @@ impl StoredEvent {
 pub trait EventConsumer: Send + Sync {
     fn name(&self) -> &'static str;
     fn aggregate_type(&self) -> &'static str;
-    /// Which events the tail hands over with their payload and metadata. The others come too
-    /// (their positions move the checkpoint), with `null` in both, so that a consumer of one
-    /// kind of event, or one that usually finds its work done, does not fetch and parse every
-    /// event's payload.
+    /// Which events the tail hands over, and with what: every event whole (`All`), only the
+    /// events of some types (`OfTypes`: the others are never sent, though the checkpoint moves
+    /// past them), or every event without its payload and metadata (`None`, `null` in both), so
+    /// that a consumer of one kind of event, or one that usually finds its work done, does not
+    /// fetch and parse every event's payload.
     fn payloads(&self) -> Payloads<'_> {
         Payloads::All
     }
@@ -91,13 +92,19 @@ pub trait EventConsumer: Send + Sync {
 #[derive(Clone, Copy, Debug)]
 pub enum Payloads<'a> {
     All,
+    /// Only events of these types, whole.
     OfTypes(&'a [&'static str]),
-    /// None: the consumer fetches what it needs itself.
+    /// Every event, without payload or metadata: the consumer fetches what it needs itself.
     None,
 }
 
 impl<'a> Payloads<'a> {
-    /// The tail's `$5`: `NULL` reads every payload, an array only those of its types.
+    /// Whether events of other types are left out (their positions still move the checkpoint).
+    fn skips_others(self) -> bool {
+        matches!(self, Payloads::OfTypes(_))
+    }
+
+    /// `NULL` reads every payload, an array only those of its types.
     fn as_types(self) -> Option<&'a [&'static str]> {
         match self {
             Payloads::All => None,
@@ -144,6 +151,21 @@ impl Tail {
         read
     }
 
+    /// Everything readable now, batch after batch, each read and checkpointed on a connection
+    /// apart from the reading lock's (whose transaction then never writes: a long catch-up or
+    /// replay holding a transaction id would hold back every other tail's safe horizon).
+    async fn read_available(&self) -> Result<u64, ProjectionError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut handed_over = 0;
+        loop {
+            let batch = self.read_batch(&mut conn).await?;
+            handed_over += batch.handed_over;
+            if !batch.full {
+                return Ok(handed_over);
+            }
+        }
+    }
+
     /// Holds the consumer's reading lock for as long as the returned transaction lives, so that
     /// only one tail (in any instance) or replay moves a checkpoint at a time. `None` when
     /// `Wait::No` and someone else holds it.
@@ -171,43 +193,60 @@ impl Tail {
         Ok(held.then_some(lock))
     }
 
-    async fn read_available(&self) -> Result<u64, ProjectionError> {
-        let mut handed_over = 0;
-        loop {
-            let (transaction_id, position) = self.checkpoint().await?;
-            let events: Vec<StoredEvent> = sqlx::query_as(&format!(
-                "SELECT global_position, transaction_id::text::bigint AS transaction_id, aggregate_type,
-                        aggregate_id, sequence, event_type, event_version,
-                        CASE WHEN read THEN payload ELSE 'null' END AS payload,
-                        CASE WHEN read THEN metadata ELSE 'null' END AS metadata, recorded_at
-                 FROM (SELECT *, $5::text[] IS NULL OR event_type = ANY($5::text[]) AS read FROM events
-                       WHERE aggregate_type = $1
-                         AND (transaction_id, global_position) > ($2::bigint::text::xid8, $3)
-                         AND transaction_id < {SAFE_HORIZON}
-                       ORDER BY transaction_id, global_position
-                       LIMIT $4) AS batch
-                 ORDER BY transaction_id, global_position"
-            ))
-            .bind(self.consumer.aggregate_type())
-            .bind(transaction_id)
-            .bind(position)
-            .bind(self.batch_size)
-            .bind(self.consumer.payloads().as_types())
-            .fetch_all(&self.pool)
-            .await?;
-            let Some(last) = events.last() else {
-                return Ok(handed_over);
-            };
-            let (read, full) = (events.len() as u64, events.len() as i64 == self.batch_size);
+    /// Reads the next batch after the checkpoint, hands the consumer what it takes, and moves
+    /// the checkpoint past the whole batch, on `conn`, in one read and one write. Events a consumer
+    /// of some types does not take are not sent at all, but for the batch's last (its position
+    /// moves the checkpoint); see [`EventConsumer::payloads`].
+    async fn read_batch(&self, conn: &mut PgConnection) -> Result<Batch, ProjectionError> {
+        let payloads = self.consumer.payloads();
+        let rows: Vec<TailRow> = sqlx::query_as(&format!(
+            "WITH batch AS (
+                 SELECT * FROM events
+                 WHERE aggregate_type = $1
+                   AND (transaction_id, global_position) > (
+                       COALESCE((SELECT transaction_id FROM event_consumer_checkpoints WHERE name = $2), '0'::xid8),
+                       COALESCE((SELECT global_position FROM event_consumer_checkpoints WHERE name = $2), 0))
+                   AND transaction_id < {SAFE_HORIZON}
+                 ORDER BY transaction_id, global_position
+                 LIMIT $3
+             ), marked AS (
+                 SELECT *, $4::text[] IS NULL OR event_type = ANY($4::text[]) AS wanted,
+                        row_number() OVER (ORDER BY transaction_id DESC, global_position DESC) = 1 AS last,
+                        count(*) OVER () AS scanned
+                 FROM batch
+             )
+             SELECT global_position, transaction_id::text::bigint AS transaction_id, aggregate_type, aggregate_id,
+                    sequence, event_type, event_version,
+                    CASE WHEN wanted THEN payload ELSE 'null' END AS payload,
+                    CASE WHEN wanted THEN metadata ELSE 'null' END AS metadata, recorded_at, wanted, scanned
+             FROM marked
+             WHERE wanted OR last OR NOT $5
+             ORDER BY transaction_id, global_position"
+        ))
+        .bind(self.consumer.aggregate_type())
+        .bind(self.consumer.name())
+        .bind(self.batch_size)
+        .bind(payloads.as_types())
+        .bind(payloads.skips_others())
+        .fetch_all(&mut *conn)
+        .await?;
+        let Some(last) = rows.last() else {
+            return Ok(Batch::default());
+        };
+        let (transaction_id, position, scanned) = (last.event.transaction_id, last.event.global_position, last.scanned);
+        let events: Vec<StoredEvent> = rows
+            .into_iter()
+            .filter(|row| row.wanted || !payloads.skips_others())
+            .map(|row| row.event)
+            .collect();
+        if !events.is_empty() {
             self.consumer.consume(&events).await?;
-            self.save_checkpoint(last.transaction_id, last.global_position).await?;
-            handed_over += read;
-            // A short batch was everything readable: what commits next announces itself (and
-            // the poll covers a lost announcement), so asking again now would only find nothing.
-            if !full {
-                return Ok(handed_over);
-            }
         }
+        save_checkpoint(conn, self.consumer.name(), transaction_id, position).await?;
+        Ok(Batch {
+            handed_over: events.len() as u64,
+            full: scanned == self.batch_size,
+        })
     }
 
     /// Catches up whenever events are appended (or every `poll`), until `shutdown`. A failing
@@ -221,16 +260,28 @@ impl Tail {
                     Some(rounds) => Some(rounds.acquire().await.expect("the round semaphore is never closed")),
                     None => None,
                 };
-                match self.exclusive(Wait::No).await? {
-                    reading @ Some(_) => {
-                        let read = self.read_available().await;
-                        release(reading).await?;
-                        read
+                // One batch per round, read and checkpointed inside the reading lock's own
+                // transaction: a round is BEGIN, the lock, one read, one write and COMMIT on one
+                // connection. A full batch starts the next round at once.
+                let Some(mut reading) = self.exclusive(Wait::No).await? else {
+                    return Ok(Batch::default()); // another instance is reading this consumer
+                };
+                match self.read_batch(&mut reading).await {
+                    Ok(batch) => {
+                        reading.commit().await?;
+                        Ok(batch)
                     }
-                    None => Ok(0), // another instance is reading this consumer
+                    Err(error) => {
+                        let _ = reading.rollback().await;
+                        Err(error)
+                    }
                 }
             };
             let pause = match round.await {
+                Ok(batch) if batch.full => {
+                    failures = 0;
+                    continue;
+                }
                 Ok(_) => {
                     failures = 0;
                     poll
@@ -264,24 +315,6 @@ impl Tail {
         Ok(row.unwrap_or((0, 0)))
     }
 
-    async fn save_checkpoint(&self, transaction_id: i64, position: i64) -> Result<(), ProjectionError> {
-        sqlx::query(
-            // Without waiting for the WAL flush: a checkpoint lost in a crash only means a few events
-            // are read again, which consumers skip (projections by version, reactors by job key).
-            "INSERT INTO event_consumer_checkpoints (name, transaction_id, global_position, updated_at)
-             SELECT $1, $2::bigint::text::xid8, $3, now()
-             FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
-             ON CONFLICT (name) DO UPDATE
-             SET transaction_id = EXCLUDED.transaction_id, global_position = EXCLUDED.global_position, updated_at = now()",
-        )
-        .bind(self.consumer.name())
-        .bind(transaction_id)
-        .bind(position)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
     /// Whether every event of the consumer's type at or below `position` has been handed over.
     async fn has_read_through(&self, position: i64) -> Result<bool, ProjectionError> {
         let (transaction_id, checkpoint) = self.checkpoint().await?;
@@ -305,6 +338,48 @@ impl Tail {
             .await?;
         Ok(())
     }
+}
+
+/// Moves a consumer's checkpoint. Without waiting for the WAL flush: a checkpoint lost in a crash
+/// only means a few events are read again, which consumers skip (projections by version, reactors
+/// by job key).
+async fn save_checkpoint(
+    conn: &mut PgConnection,
+    name: &str,
+    transaction_id: i64,
+    position: i64,
+) -> Result<(), ProjectionError> {
+    sqlx::query(
+        "INSERT INTO event_consumer_checkpoints (name, transaction_id, global_position, updated_at)
+         SELECT $1, $2::bigint::text::xid8, $3, now()
+         FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
+         ON CONFLICT (name) DO UPDATE
+         SET transaction_id = EXCLUDED.transaction_id, global_position = EXCLUDED.global_position, updated_at = now()",
+    )
+    .bind(name)
+    .bind(transaction_id)
+    .bind(position)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// What one read of a tail did.
+#[derive(Default)]
+struct Batch {
+    handed_over: u64,
+    /// The batch was as large as a batch may be: more may be readable at once.
+    full: bool,
+}
+
+/// A row of a tail's read: the event, whether the consumer takes it, and how many events the
+/// batch held.
+#[derive(sqlx::FromRow)]
+struct TailRow {
+    #[sqlx(flatten)]
+    event: StoredEvent,
+    wanted: bool,
+    scanned: i64,
 }
 
 /// Ends a reading lock's transaction now, rather than whenever its pooled connection is next
