@@ -332,6 +332,11 @@ async fn run_ingest_scenarios(
 }
 
 fn pgbench_inserts_per_second(db_url: &reqwest::Url, clients: usize, duration: Duration) -> Result<f64, String> {
+    // The same transport as the service's: without TLS where the service goes without (`vigil::db::pool`).
+    let mut db_url = db_url.clone();
+    if vigil::db::plain_on_loopback(db_url.as_str(), std::env::var_os("PGSSLMODE").is_some()) {
+        db_url.query_pairs_mut().append_pair("sslmode", "disable");
+    }
     let dir = std::env::temp_dir().join(format!("vigil-pgbench-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let script = dir.join("insert.sql");
