@@ -39,6 +39,7 @@ fn env_or<T: FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+#[derive(Default)]
 struct Outcome {
     requests: u64,
     errors: u64,
@@ -47,6 +48,13 @@ struct Outcome {
 }
 
 impl Outcome {
+    /// Adds one worker's outcome to the total.
+    fn absorb(&mut self, worker: Outcome) {
+        self.requests += worker.requests;
+        self.errors += worker.errors;
+        self.latencies_us.extend(worker.latencies_us);
+    }
+
     fn per_second(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }
@@ -73,12 +81,7 @@ where
         .map(|_| {
             let (scenario, client) = (scenario.clone(), client.clone());
             tokio::spawn(async move {
-                let mut outcome = Outcome {
-                    requests: 0,
-                    errors: 0,
-                    elapsed: Duration::ZERO,
-                    latencies_us: vec![],
-                };
+                let mut outcome = Outcome::default();
                 while started.elapsed() < duration {
                     let begun = Instant::now();
                     let (requests, ok) = scenario(client.clone()).await;
@@ -90,17 +93,9 @@ where
             })
         })
         .collect();
-    let mut total = Outcome {
-        requests: 0,
-        errors: 0,
-        elapsed: Duration::ZERO,
-        latencies_us: vec![],
-    };
+    let mut total = Outcome::default();
     for worker in workers {
-        let outcome = worker.await.unwrap();
-        total.requests += outcome.requests;
-        total.errors += outcome.errors;
-        total.latencies_us.extend(outcome.latencies_us);
+        total.absorb(worker.await.unwrap());
     }
     total.elapsed = started.elapsed();
     total
@@ -138,12 +133,7 @@ where
         tokio::spawn(connection);
         let (post, next, host) = (post.clone(), next.clone(), addr.to_owned());
         workers.push(tokio::spawn(async move {
-            let mut outcome = Outcome {
-                requests: 0,
-                errors: 0,
-                elapsed: Duration::ZERO,
-                latencies_us: vec![],
-            };
+            let mut outcome = Outcome::default();
             while started.elapsed() < duration {
                 let Post { path, user_id, body } = post(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
                 let request = hyper::Request::post(path)
@@ -170,17 +160,9 @@ where
             outcome
         }));
     }
-    let mut total = Outcome {
-        requests: 0,
-        errors: 0,
-        elapsed: Duration::ZERO,
-        latencies_us: vec![],
-    };
+    let mut total = Outcome::default();
     for worker in workers {
-        let outcome = worker.await.unwrap();
-        total.requests += outcome.requests;
-        total.errors += outcome.errors;
-        total.latencies_us.extend(outcome.latencies_us);
+        total.absorb(worker.await.unwrap());
     }
     total.elapsed = started.elapsed();
     total
