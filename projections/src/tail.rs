@@ -278,7 +278,7 @@ impl Tail {
                 }
             };
             let pause = match round.await {
-                Ok(batch) if batch.full => {
+                Ok(batch) if batch.full && !shutdown.is_cancelled() => {
                     failures = 0;
                     continue;
                 }
