@@ -194,9 +194,9 @@ impl Tail {
     }
 
     /// Reads the next batch after the checkpoint, hands the consumer what it takes, and moves
-    /// the checkpoint past the whole batch, on `conn`, in one read and one write. Events a consumer
-    /// of some types does not take are not sent at all, but for the batch's last (its position
-    /// moves the checkpoint); see [`EventConsumer::payloads`].
+    /// the checkpoint past the whole batch, on `conn`, in one read and one write. Events of types
+    /// a consumer does not take are never handed over, and the database sends none of them but
+    /// the batch's last, whose position the checkpoint moves to; see [`EventConsumer::payloads`].
     async fn read_batch(&self, conn: &mut PgConnection) -> Result<Batch, ProjectionError> {
         let payloads = self.consumer.payloads();
         let rows: Vec<TailRow> = sqlx::query_as(&format!(
