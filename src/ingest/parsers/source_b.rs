@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::value::{normalize_severity, EpochUnit, Obj};
+use super::value::{normalize_severity, present_labels, EpochUnit, Obj};
 use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
@@ -71,17 +71,14 @@ fn labels(incident: &Obj<'_>) -> Result<Map<String, Value>, ParseError> {
     for team in incident.objects("teams")? {
         teams.extend(team.text("summary")?);
     }
-    Ok([
+    Ok(present_labels([
         ("incident_number", incident.text("number")?),
         ("incident_key", incident.text("incident_key")?),
         ("urgency", incident.text("urgency")?),
         ("priority", summary_of("priority")?),
         ("escalation_policy", summary_of("escalation_policy")?),
         ("teams", (!teams.is_empty()).then(|| teams.join(","))),
-    ]
-    .into_iter()
-    .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
-    .collect())
+    ]))
 }
 
 #[cfg(test)]

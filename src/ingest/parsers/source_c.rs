@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::value::{normalize_severity, unless_same_as, EpochUnit, Obj};
+use super::value::{normalize_severity, present_labels, unless_same_as, EpochUnit, Obj};
 use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
 /// The fields of one alarm, whichever shape it came in.
@@ -132,7 +132,7 @@ fn nested_alarm(root: &Obj<'_>, alert: &Obj<'_>) -> Result<Alarm, ParseError> {
 fn nested_labels(root: &Obj<'_>, alert: &Obj<'_>, chart: Option<&Obj<'_>>) -> Result<Map<String, Value>, ParseError> {
     let name_of = |object: &str| root.object_or_empty(object)?.text("name");
     let chart_field = |name: &str| chart.map_or(Ok(None), |chart| chart.text(name));
-    Ok([
+    Ok(present_labels([
         ("chart", chart_field("name")?),
         ("context", chart_field("context")?),
         ("family", chart_field("family")?),
@@ -141,10 +141,7 @@ fn nested_labels(root: &Obj<'_>, alert: &Obj<'_>, chart: Option<&Obj<'_>>) -> Re
         ("component", alert.text("component")?),
         ("space", name_of("space")?),
         ("room", name_of("room")?),
-    ]
-    .into_iter()
-    .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
-    .collect())
+    ]))
 }
 
 #[cfg(test)]

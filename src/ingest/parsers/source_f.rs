@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{
-    add_millis, deployment_group_key, deployment_severity, is_deployment_success, unless_same_as, EpochUnit, Obj,
+    add_millis, deployment_group_key, deployment_severity, is_deployment_success, present_labels, unless_same_as,
+    EpochUnit, Obj,
 };
 use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
@@ -94,17 +95,14 @@ fn fired_at(root: &Obj<'_>) -> Result<Option<DateTime<Utc>>, ParseError> {
 
 fn labels(root: &Obj<'_>) -> Result<Map<String, Value>, ParseError> {
     let git = root.object_or_empty("git")?;
-    Ok([
+    Ok(present_labels([
         ("deployer", root.text("deployer")?),
         ("version", root.text("version")?),
         ("phase", root.text("phase")?),
         ("branch", git.text("branch")?),
         ("commit", git.text("commit_sha")?),
         ("repository", git.text("repository")?),
-    ]
-    .into_iter()
-    .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
-    .collect())
+    ]))
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::value::{deployment_group_key, deployment_severity, is_deployment_success, unless_same_as, EpochUnit, Obj};
+use super::value::{
+    deployment_group_key, deployment_severity, is_deployment_success, present_labels, unless_same_as, EpochUnit, Obj,
+};
 use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
@@ -63,16 +65,13 @@ fn title(pipeline_name: Option<&str>, application: Option<&str>, status: Option<
 
 fn labels(root: &Obj<'_>) -> Result<Map<String, Value>, ParseError> {
     let commit = root.object_or_empty("commit")?;
-    Ok([
+    Ok(present_labels([
         ("triggered_by", root.text("triggered_by")?),
         ("failed_stage", root.text("failed_stage")?),
         ("branch", commit.text("branch")?),
         ("commit", commit.text("sha")?),
         ("repository", commit.text("repo_url")?),
-    ]
-    .into_iter()
-    .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
-    .collect())
+    ]))
 }
 
 #[cfg(test)]

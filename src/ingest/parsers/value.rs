@@ -557,6 +557,14 @@ pub(super) fn find_tag(tags: &[Tag], key: &str) -> Option<String> {
         .map(|tag| tag.value.clone())
 }
 
+/// Labels from `(name, text)` pairs, leaving out the texts a payload did not carry.
+pub(super) fn present_labels<const N: usize>(pairs: [(&str, Option<String>); N]) -> Map<String, Value> {
+    pairs
+        .into_iter()
+        .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
+        .collect()
+}
+
 pub(super) fn tags_to_labels(tags: &[Tag]) -> Map<String, Value> {
     tags.iter()
         .map(|tag| (tag.key.clone(), Value::String(tag.value.clone())))
