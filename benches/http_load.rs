@@ -201,6 +201,16 @@ async fn main() {
     config.database_max_connections = 32;
     let run_workers = config.run_workers;
     let app = Application::build(config).await.expect("service starts");
+    if let Ok(setup) = std::env::var("LOAD_SETUP_SQL") {
+        // Experiments: run against the migrated database before any load.
+        let mut bench_db = PgConnection::connect(url.as_str())
+            .await
+            .expect("bench database reachable");
+        sqlx::raw_sql(&setup)
+            .execute(&mut bench_db)
+            .await
+            .expect("LOAD_SETUP_SQL runs");
+    }
     let base = format!("http://{}", app.http_addr());
     let shutdown = CancellationToken::new();
     let server_task = tokio::spawn(app.run_until_stopped(shutdown.clone()));

@@ -14,6 +14,12 @@ pub trait ReadModel<A: Aggregate>: Send + Sync + 'static {
     /// The projection's name: its checkpoint key, and what `vigil replay --projection` takes.
     const NAME: &'static str;
 
+    /// Whether some writer applies events to this read model in the transaction that appends
+    /// them and marks them `projected` there (placement does, for incidents), so that the tail,
+    /// looking for what a command path missed, passes over them. The mark names no read model:
+    /// at most one read model of an aggregate type may say so.
+    const PROJECTED_BY_WRITERS: bool = false;
+
     /// The last event sequence each aggregate's read row reflects, read in one query; an
     /// aggregate without a read row is left out (it counts as version 0).
     fn versions(
@@ -233,6 +239,10 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
     /// fetches just the events they miss.
     fn payloads(&self) -> Payloads<'_> {
         Payloads::None
+    }
+
+    fn skips_projected(&self) -> bool {
+        R::PROJECTED_BY_WRITERS
     }
 
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {

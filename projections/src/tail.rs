@@ -75,12 +75,19 @@ pub trait EventConsumer: Send + Sync {
     fn name(&self) -> &'static str;
     fn aggregate_type(&self) -> &'static str;
     /// Which events the tail hands over, and with what: every event whole (`All`), only the
-    /// events of some types (`OfTypes`: the others are never sent, though the checkpoint moves
-    /// past them), or every event without its payload and metadata (`None`, `null` in both), so
-    /// that a consumer of one kind of event, or one that usually finds its work done, does not
-    /// fetch and parse every event's payload.
+    /// events of some types (`OfTypes`: the others are never read, and the checkpoint stays at
+    /// the last one handed over), or every event without its payload and metadata (`None`, `null`
+    /// in both), so that a consumer of one kind of event, or one that usually finds its work
+    /// done, does not fetch and parse every event's payload. The types a consumer reads belong
+    /// in the `events_tail_reactions` index, which holds just their events.
     fn payloads(&self) -> Payloads<'_> {
         Payloads::All
+    }
+    /// Whether the tail may pass over the events their appending transaction applied to this
+    /// consumer already (marked `projected` in the store; see [`crate::ReadModel::PROJECTED_BY_WRITERS`]).
+    /// A replay reads them all the same.
+    fn skips_projected(&self) -> bool {
+        false
     }
     /// Handles a batch; an error leaves the checkpoint where it was, so the batch comes again.
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError>;
@@ -98,22 +105,6 @@ pub enum Payloads<'a> {
     None,
 }
 
-impl<'a> Payloads<'a> {
-    /// Whether events of other types are left out (their positions still move the checkpoint).
-    fn skips_others(self) -> bool {
-        matches!(self, Payloads::OfTypes(_))
-    }
-
-    /// `NULL` reads every payload, an array only those of its types.
-    fn as_types(self) -> Option<&'a [&'static str]> {
-        match self {
-            Payloads::All => None,
-            Payloads::OfTypes(types) => Some(types),
-            Payloads::None => Some(&[]),
-        }
-    }
-}
-
 /// Feeds one consumer every event of its aggregate type exactly in the order the checkpoint
 /// can trust, from its checkpoint on.
 pub struct Tail {
@@ -121,6 +112,9 @@ pub struct Tail {
     consumer: Arc<dyn EventConsumer>,
     batch_size: i64,
     rounds: Option<Arc<Semaphore>>,
+    /// Reads the events marked `projected` too, whatever the consumer says (a replay: its read
+    /// tables were emptied).
+    includes_projected: bool,
 }
 
 impl Tail {
@@ -130,6 +124,7 @@ impl Tail {
             consumer,
             batch_size: 500,
             rounds: None,
+            includes_projected: false,
         }
     }
 
@@ -193,60 +188,65 @@ impl Tail {
         Ok(held.then_some(lock))
     }
 
-    /// Reads the next batch after the checkpoint, hands the consumer what it takes, and moves
-    /// the checkpoint past the whole batch, on `conn`, in one read and one write. Events of types
-    /// a consumer does not take are never handed over, and the database sends none of them but
-    /// the batch's last, whose position the checkpoint moves to; see [`EventConsumer::payloads`].
+    /// Reads the next batch after the checkpoint, hands it to the consumer, and moves the
+    /// checkpoint to its last event, on `conn`, in one read and one write.
     async fn read_batch(&self, conn: &mut PgConnection) -> Result<Batch, ProjectionError> {
-        let payloads = self.consumer.payloads();
-        let rows: Vec<TailRow> = sqlx::query_as(&format!(
-            "WITH batch AS (
-                 SELECT * FROM events
-                 WHERE aggregate_type = $1
-                   AND (transaction_id, global_position) > (
-                       COALESCE((SELECT transaction_id FROM event_consumer_checkpoints WHERE name = $2), '0'::xid8),
-                       COALESCE((SELECT global_position FROM event_consumer_checkpoints WHERE name = $2), 0))
-                   AND transaction_id < {SAFE_HORIZON}
-                 ORDER BY transaction_id, global_position
-                 LIMIT $3
-             ), marked AS (
-                 SELECT *, $4::text[] IS NULL OR event_type = ANY($4::text[]) AS wanted,
-                        row_number() OVER (ORDER BY transaction_id DESC, global_position DESC) = 1 AS last,
-                        count(*) OVER () AS scanned
-                 FROM batch
-             )
-             SELECT global_position, transaction_id::text::bigint AS transaction_id, aggregate_type, aggregate_id,
-                    sequence, event_type, event_version,
-                    CASE WHEN wanted THEN payload ELSE 'null' END AS payload,
-                    CASE WHEN wanted THEN metadata ELSE 'null' END AS metadata, recorded_at, wanted, scanned
-             FROM marked
-             WHERE wanted OR last OR NOT $5
-             ORDER BY transaction_id, global_position"
+        let (payload, metadata) = match self.consumer.payloads() {
+            Payloads::None => ("'null'::json", "'null'::json"),
+            Payloads::All | Payloads::OfTypes(_) => ("payload", "metadata"),
+        };
+        let events: Vec<StoredEvent> = sqlx::query_as(&format!(
+            "SELECT global_position, transaction_id::text::bigint AS transaction_id, aggregate_type, aggregate_id,
+                    sequence, event_type, event_version, {payload} AS payload, {metadata} AS metadata, recorded_at
+             FROM events
+             WHERE aggregate_type = $1{selection}
+               AND (transaction_id, global_position) > (
+                   COALESCE((SELECT transaction_id FROM event_consumer_checkpoints WHERE name = $2), '0'::xid8),
+                   COALESCE((SELECT global_position FROM event_consumer_checkpoints WHERE name = $2), 0))
+               AND transaction_id < {SAFE_HORIZON}
+             ORDER BY transaction_id, global_position
+             LIMIT $3",
+            selection = self.selection()
         ))
         .bind(self.consumer.aggregate_type())
         .bind(self.consumer.name())
         .bind(self.batch_size)
-        .bind(payloads.as_types())
-        .bind(payloads.skips_others())
         .fetch_all(&mut *conn)
         .await?;
-        let Some(last) = rows.last() else {
+        let Some(last) = events.last() else {
             return Ok(Batch::default());
         };
-        let (transaction_id, position, scanned) = (last.event.transaction_id, last.event.global_position, last.scanned);
-        let events: Vec<StoredEvent> = rows
-            .into_iter()
-            .filter(|row| row.wanted || !payloads.skips_others())
-            .map(|row| row.event)
-            .collect();
-        if !events.is_empty() {
-            self.consumer.consume(&events).await?;
-        }
+        let (transaction_id, position) = (last.transaction_id, last.global_position);
+        self.consumer.consume(&events).await?;
         save_checkpoint(conn, self.consumer.name(), transaction_id, position).await?;
         Ok(Batch {
             handed_over: events.len() as u64,
-            full: scanned == self.batch_size,
+            full: events.len() as i64 == self.batch_size,
         })
+    }
+
+    /// Which of its aggregate type's events the tail reads, as a condition to follow
+    /// `aggregate_type = $1`: only a consumer's types when it names some, and outside a replay
+    /// not the events already projected when the consumer skips those. The types are written
+    /// out rather than bound so that the planner can prove that a partial index made for these
+    /// reads (`events_tail_reactions`, `events_tail_unprojected`) holds every event asked for.
+    fn selection(&self) -> String {
+        let mut condition = String::new();
+        if let Payloads::OfTypes(types) = self.consumer.payloads() {
+            let listed: Vec<String> = types
+                .iter()
+                .map(|event_type| format!("'{}'", event_type.replace('\'', "''")))
+                .collect();
+            if listed.is_empty() {
+                condition.push_str(" AND false");
+            } else {
+                condition.push_str(&format!(" AND event_type IN ({})", listed.join(", ")));
+            }
+        }
+        if self.consumer.skips_projected() && !self.includes_projected {
+            condition.push_str(" AND NOT projected");
+        }
+        condition
     }
 
     /// Catches up whenever events are appended (or every `poll`), until `shutdown`. A failing
@@ -318,10 +318,11 @@ impl Tail {
     /// Whether every event of the consumer's type at or below `position` has been handed over.
     async fn has_read_through(&self, position: i64) -> Result<bool, ProjectionError> {
         let (transaction_id, checkpoint) = self.checkpoint().await?;
-        let unread: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM events WHERE aggregate_type = $1 AND global_position <= $2
+        let unread: bool = sqlx::query_scalar(&format!(
+            "SELECT EXISTS (SELECT 1 FROM events WHERE aggregate_type = $1{selection} AND global_position <= $2
                 AND (transaction_id, global_position) > ($3::bigint::text::xid8, $4))",
-        )
+            selection = self.selection()
+        ))
         .bind(self.consumer.aggregate_type())
         .bind(position)
         .bind(transaction_id)
@@ -372,16 +373,6 @@ struct Batch {
     full: bool,
 }
 
-/// A row of a tail's read: the event, whether the consumer takes it, and how many events the
-/// batch held.
-#[derive(sqlx::FromRow)]
-struct TailRow {
-    #[sqlx(flatten)]
-    event: StoredEvent,
-    wanted: bool,
-    scanned: i64,
-}
-
 /// Ends a reading lock's transaction now, rather than whenever its pooled connection is next
 /// flushed: a lock left pending would keep every other reader of the consumer waiting.
 async fn release(reading: Option<sqlx::Transaction<'static, sqlx::Postgres>>) -> Result<(), ProjectionError> {
@@ -401,7 +392,10 @@ enum Wait {
 /// exists when the replay starts. Events become readable only once every older transaction in
 /// the cluster has ended, so this waits (up to `REPLAY_PATIENCE`) for stragglers.
 pub async fn replay(pool: &PgPool, consumer: Arc<dyn EventConsumer>) -> Result<u64, ProjectionError> {
-    let tail = Tail::new(pool.clone(), consumer.clone());
+    let tail = Tail {
+        includes_projected: true,
+        ..Tail::new(pool.clone(), consumer.clone())
+    };
     let reading = tail.exclusive(Wait::Yes).await?;
     let last_position: i64 =
         sqlx::query_scalar("SELECT COALESCE(max(global_position), 0) FROM events WHERE aggregate_type = $1")

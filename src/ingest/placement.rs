@@ -775,7 +775,8 @@ async fn look_up(
 }
 
 /// Records the batch's new deliveries, each with where it went, and appends the events as
-/// postgres-es would (same columns, same JSON), in one statement. A sequence taken by
+/// postgres-es would (same columns, same JSON), in one statement. The events are marked
+/// `projected`: this transaction applies them to the incidents read model before it commits. A sequence taken by
 /// another writer meanwhile is a conflict (as is, though the users' locks should rule it out, a
 /// delivery recorded meanwhile).
 async fn record_and_append(
@@ -822,8 +823,9 @@ async fn record_and_append(
                       rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment,
                       alert_severity, fired_at, payload, incident_id, correlated)
          )
-         INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
-         SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json, metadata::json
+         INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata,
+             projected)
+         SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json, metadata::json, true
          FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
              AS e(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)",
     )

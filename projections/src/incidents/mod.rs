@@ -18,6 +18,7 @@ pub struct IncidentsReadModel;
 
 impl ReadModel<Incident> for IncidentsReadModel {
     const NAME: &'static str = "incidents";
+    const PROJECTED_BY_WRITERS: bool = true;
 
     async fn versions(
         &self,
