@@ -1,14 +1,13 @@
-//! `incidents` and `correlated_alerts`: the read model of the Incident aggregate, and the
-//! queries the incident API and the correlator serve from it.
+//! `incidents`: the read model of the Incident aggregate, and the queries the incident API and
+//! the correlator serve from it (the alerts that joined an incident are read from its events).
 
 mod queries;
 
 use chrono::{DateTime, Utc};
 use cqrs_es::EventEnvelope;
-use serde_json::json;
 use sqlx::{types::Json, PgConnection};
 use uuid::Uuid;
-use vigil_aggregates::incident::{AlertInfo, Correlation, Incident, IncidentEvent};
+use vigil_aggregates::incident::{AlertInfo, Incident, IncidentEvent};
 
 pub use queries::*;
 
@@ -44,27 +43,11 @@ impl ReadModel<Incident> for IncidentsReadModel {
         let touch = "UPDATE incidents SET updated_at = $2, version = $3 WHERE id = $1";
         match &event.payload {
             E::IncidentOpened { .. } => insert_opened(conn, &[event]).await?,
-            E::AlertCorrelated {
-                alert,
-                correlation,
-                filled,
-                at,
-            } => {
-                let joined = AlertsJoined::new(event, vec![(alert, correlation.clone(), *at)], *filled);
-                add_alerts(conn, &[joined]).await?;
+            E::AlertCorrelated { alert, filled, .. } => {
+                add_alerts(conn, &[AlertsJoined::new(event, vec![alert], *filled)]).await?;
             }
-            E::IncidentAbsorbed {
-                source_incident_id,
-                alerts,
-                at,
-            } => {
-                let manual = Correlation {
-                    strategy: "manual".into(),
-                    score: 1.0,
-                    details: json!({ "merged_from_incident_id": source_incident_id }),
-                };
-                let alerts = alerts.iter().map(|alert| (alert, manual.clone(), *at)).collect();
-                add_alerts(conn, &[AlertsJoined::new(event, alerts, false)]).await?;
+            E::IncidentAbsorbed { alerts, .. } => {
+                add_alerts(conn, &[AlertsJoined::new(event, alerts.iter().collect(), false)]).await?;
             }
             E::StatusChanged {
                 status, analyzed_at, ..
@@ -174,9 +157,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
             let alerts = alerts
                 .iter()
                 .filter_map(|event| match &event.payload {
-                    IncidentEvent::AlertCorrelated {
-                        alert, correlation, at, ..
-                    } => Some((alert, correlation.clone(), *at)),
+                    IncidentEvent::AlertCorrelated { alert, .. } => Some(alert),
                     _ => None,
                 })
                 .collect();
@@ -195,16 +176,15 @@ impl ReadModel<Incident> for IncidentsReadModel {
     async fn truncate(&self, conn: &mut PgConnection) -> Result<(), ProjectionError> {
         // CASCADE also empties the analysis tables that reference incidents; a full `vigil
         // replay` rebuilds them after this projection.
-        sqlx::query("TRUNCATE incidents, correlated_alerts CASCADE")
-            .execute(conn)
-            .await?;
+        sqlx::query("TRUNCATE incidents CASCADE").execute(conn).await?;
         Ok(())
     }
 }
 
 /// The incident as it stood at `as_of`: its events recorded up to then, applied by this very
-/// projection to scratch copies of its tables (temporary tables shadow the real ones inside one
-/// transaction, which is rolled back). `None` when the incident did not exist yet.
+/// projection to a scratch copy of its table (a temporary table shadows the real one inside one
+/// transaction, which is rolled back), with the alerts that had joined it by then. `None` when
+/// the incident did not exist yet.
 pub async fn as_of(
     db: &sqlx::PgPool,
     user_id: &str,
@@ -212,13 +192,9 @@ pub async fn as_of(
     as_of: chrono::DateTime<chrono::Utc>,
 ) -> Result<Option<(IncidentRow, Vec<CorrelatedAlertRow>)>, ProjectionError> {
     let mut tx = db.begin().await?;
-    for table in ["incidents", "correlated_alerts"] {
-        sqlx::query(&format!(
-            "CREATE TEMPORARY TABLE {table} (LIKE public.{table} INCLUDING DEFAULTS) ON COMMIT DROP"
-        ))
+    sqlx::query("CREATE TEMPORARY TABLE incidents (LIKE public.incidents INCLUDING DEFAULTS) ON COMMIT DROP")
         .execute(&mut *tx)
         .await?;
-    }
     let events: Vec<crate::StoredEvent> = sqlx::query_as(&format!(
         "{} WHERE aggregate_type = 'Incident' AND aggregate_id = $1 AND recorded_at <= $2 ORDER BY sequence",
         crate::StoredEvent::SELECT
@@ -233,7 +209,7 @@ pub async fn as_of(
             .await?;
     }
     let incident = find_incident(&mut *tx, user_id, id).await?;
-    let correlated = correlated_alerts(&mut *tx, id).await?;
+    let correlated = correlated_alerts_recorded_by(&mut *tx, id, Some(as_of)).await?;
     tx.rollback().await?;
     Ok(incident.map(|incident| (incident, correlated)))
 }
@@ -286,23 +262,18 @@ async fn insert_opened(conn: &mut PgConnection, events: &[&EventEnvelope<Inciden
     Ok(())
 }
 
-/// Alerts that joined one incident (each with the time it was received), up to the event at
-/// `version`, recorded at `at`.
+/// Alerts that joined one incident, up to the event at `version`, recorded at `at`.
 struct AlertsJoined<'a> {
     incident_id: Uuid,
     version: i64,
     at: DateTime<Utc>,
-    alerts: Vec<(&'a AlertInfo, Correlation, DateTime<Utc>)>,
+    alerts: Vec<&'a AlertInfo>,
     /// One of them filled the incident: it is no longer a correlation candidate.
     filled: bool,
 }
 
 impl<'a> AlertsJoined<'a> {
-    fn new(
-        last: &EventEnvelope<Incident>,
-        alerts: Vec<(&'a AlertInfo, Correlation, DateTime<Utc>)>,
-        filled: bool,
-    ) -> Self {
+    fn new(last: &EventEnvelope<Incident>, alerts: Vec<&'a AlertInfo>, filled: bool) -> Self {
         Self {
             incident_id: Uuid::parse_str(&last.aggregate_id).unwrap_or_default(),
             version: last.sequence as i64,
@@ -313,46 +284,22 @@ impl<'a> AlertsJoined<'a> {
     }
 }
 
-/// Records correlated alerts (each with the time its incident received it) and folds them into
-/// their incidents' counts, services and last alert times: one statement for any number of
-/// incidents.
+/// Folds alerts that joined incidents into the incidents' counts, services and last alert
+/// times: one statement for any number of incidents. The alerts themselves are read from the
+/// incidents' events ([`correlated_alerts`]).
 async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Result<(), ProjectionError> {
-    let rows: Vec<(&AlertInfo, &Correlation, Uuid, DateTime<Utc>)> = joined
-        .iter()
-        .flat_map(|group| {
-            group
-                .alerts
-                .iter()
-                .map(|(alert, correlation, received_at)| (*alert, correlation, group.incident_id, *received_at))
-        })
-        .collect();
-    if rows.is_empty() {
+    if joined.is_empty() {
         return Ok(());
     }
-    let services = |group: &AlertsJoined| -> Vec<String> {
+    fn services<'a>(group: &AlertsJoined<'a>) -> Vec<&'a str> {
         group
             .alerts
             .iter()
-            .filter_map(|(alert, _, _)| alert.service.clone())
+            .filter_map(|alert| alert.service.as_deref())
             .collect()
-    };
-    // One statement: the update does not read the inserted rows, so they need not be apart.
+    }
     sqlx::query(
-        "WITH recorded AS (
-             INSERT INTO correlated_alerts (user_id, incident_id, source_type, source_alert_id, alert_title,
-                 alert_service, alert_severity, correlation_strategy, correlation_score, correlation_details,
-                 alert_metadata, fired_at, received_at)
-             SELECT i.user_id, i.id, a.source_type, a.source_alert_id, a.alert_title, a.alert_service,
-                 a.alert_severity, a.strategy, a.score, a.details, a.metadata, a.fired_at, a.received_at
-             FROM unnest($7::uuid[], $8::text[], $9::bigint[], $10::text[], $11::text[], $12::text[], $13::text[],
-                     $14::float8[], $15::jsonb[], $16::jsonb[], $17::timestamptz[], $18::timestamptz[])
-                 WITH ORDINALITY AS a(incident_id, source_type, source_alert_id, alert_title, alert_service,
-                     alert_severity, strategy, score, details, metadata, fired_at, received_at, ordinality)
-             JOIN incidents i ON i.id = a.incident_id
-             ORDER BY a.ordinality
-             ON CONFLICT (incident_id, source_type, source_alert_id) DO NOTHING
-         )
-         UPDATE incidents SET
+        "UPDATE incidents SET
              correlated_alert_count = correlated_alert_count + u.joined,
              affected_services = ARRAY(
                  SELECT DISTINCT unnest(affected_services || ARRAY(SELECT jsonb_array_elements_text(u.services)))
@@ -361,7 +308,7 @@ async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Res
              takes_alerts = takes_alerts AND NOT u.filled,
              updated_at = u.at, version = u.version
          FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::int[], $5::jsonb[], $6::timestamptz[],
-                 $19::bool[])
+                 $7::bool[])
              AS u(id, at, version, joined, services, latest, filled)
          WHERE incidents.id = u.id",
     )
@@ -373,21 +320,9 @@ async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Res
     .bind(
         joined
             .iter()
-            .map(|group| group.alerts.iter().map(|(alert, _, _)| alert.fired_at).max())
+            .map(|group| group.alerts.iter().map(|alert| alert.fired_at).max())
             .collect::<Vec<_>>(),
     )
-    .bind(rows.iter().map(|row| row.2).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.source_type.as_str()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.source_alert_id).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.title.as_str()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.service.as_deref()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.severity.as_deref()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.1.strategy.as_str()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.1.score).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| Json(&row.1.details)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| Json(&row.0.metadata)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.0.fired_at).collect::<Vec<_>>())
-    .bind(rows.iter().map(|row| row.3).collect::<Vec<_>>())
     .bind(joined.iter().map(|group| group.filled).collect::<Vec<_>>())
     .execute(conn)
     .await?;

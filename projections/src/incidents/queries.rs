@@ -2,6 +2,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{types::Json, PgPool};
 use uuid::Uuid;
+use vigil_aggregates::incident::{Correlation, Incident, IncidentEvent};
 
 /// An incident as its read row holds it, with the title of the incident it was merged into.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -94,8 +95,11 @@ pub async fn all_incidents(db: &PgPool) -> sqlx::Result<Vec<IncidentRow>> {
     .await
 }
 
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+/// An alert that joined an incident after the one that opened it (correlated, or brought by a
+/// merge). Not a table of its own: see [`correlated_alerts`].
+#[derive(Debug, Clone, PartialEq)]
 pub struct CorrelatedAlertRow {
+    /// Derived from the incident and the alert, so the same on every read.
     pub id: Uuid,
     pub incident_id: Uuid,
     pub source_type: String,
@@ -111,18 +115,89 @@ pub struct CorrelatedAlertRow {
     pub received_at: DateTime<Utc>,
 }
 
+/// The alerts that joined an incident, oldest first: read from the incident's own stream (its
+/// `AlertCorrelated` and `IncidentAbsorbed` events, through the event store's primary key)
+/// rather than from a table of their own. An incident holds a bounded number of them, and a
+/// table would cost ingestion a row and two index entries for every alert it correlates.
 pub async fn correlated_alerts(
     db: impl sqlx::PgExecutor<'_>,
     incident_id: Uuid,
 ) -> sqlx::Result<Vec<CorrelatedAlertRow>> {
-    sqlx::query_as(
-        "SELECT id, incident_id, source_type, source_alert_id, alert_title, alert_service, alert_severity,
-                correlation_strategy, correlation_score, correlation_details, alert_metadata, fired_at, received_at
-         FROM correlated_alerts WHERE incident_id = $1 ORDER BY received_at, source_alert_id",
+    correlated_alerts_recorded_by(db, incident_id, None).await
+}
+
+/// [`correlated_alerts`] as of `as_of`: from the events recorded by then (all of them when `None`).
+pub async fn correlated_alerts_recorded_by(
+    db: impl sqlx::PgExecutor<'_>,
+    incident_id: Uuid,
+    as_of: Option<DateTime<Utc>>,
+) -> sqlx::Result<Vec<CorrelatedAlertRow>> {
+    let events: Vec<Json<IncidentEvent>> = sqlx::query_scalar(
+        "SELECT payload FROM events
+         WHERE aggregate_type = $1 AND aggregate_id = $2 AND event_type IN ('AlertCorrelated', 'IncidentAbsorbed')
+           AND ($3::timestamptz IS NULL OR recorded_at <= $3)
+         ORDER BY sequence",
     )
-    .bind(incident_id)
+    .bind(<Incident as cqrs_es::Aggregate>::TYPE)
+    .bind(incident_id.to_string())
+    .bind(as_of)
     .fetch_all(db)
-    .await
+    .await?;
+    Ok(joined_alerts(incident_id, events.into_iter().map(|event| event.0)))
+}
+
+/// The correlated alerts an incident's events describe, ordered by the time each joined, then
+/// by alert id; an alert is listed once however often it joined.
+pub fn joined_alerts(incident_id: Uuid, events: impl IntoIterator<Item = IncidentEvent>) -> Vec<CorrelatedAlertRow> {
+    let mut rows: Vec<CorrelatedAlertRow> = Vec::new();
+    let mut listed = std::collections::HashSet::new();
+    for event in events {
+        let (alerts, correlation, at) = match event {
+            IncidentEvent::AlertCorrelated {
+                alert, correlation, at, ..
+            } => (vec![alert], correlation, at),
+            IncidentEvent::IncidentAbsorbed {
+                source_incident_id,
+                alerts,
+                at,
+            } => (alerts, merged_from(source_incident_id), at),
+            _ => continue,
+        };
+        for alert in alerts {
+            if !listed.insert((alert.source_type.clone(), alert.source_alert_id)) {
+                continue;
+            }
+            rows.push(CorrelatedAlertRow {
+                id: Uuid::new_v5(
+                    &incident_id,
+                    format!("{}/{}", alert.source_type, alert.source_alert_id).as_bytes(),
+                ),
+                incident_id,
+                source_type: alert.source_type,
+                source_alert_id: alert.source_alert_id,
+                alert_title: Some(alert.title),
+                alert_service: alert.service,
+                alert_severity: alert.severity,
+                correlation_strategy: correlation.strategy.clone(),
+                correlation_score: correlation.score,
+                correlation_details: Json(correlation.details.clone()),
+                alert_metadata: Json(alert.metadata),
+                fired_at: Some(alert.fired_at),
+                received_at: at,
+            });
+        }
+    }
+    rows.sort_by_key(|row| (row.received_at, row.source_alert_id));
+    rows
+}
+
+/// How the alerts of a merged incident joined its target.
+fn merged_from(source_incident_id: Uuid) -> Correlation {
+    Correlation {
+        strategy: "manual".into(),
+        score: 1.0,
+        details: serde_json::json!({ "merged_from_incident_id": source_incident_id }),
+    }
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -227,4 +302,102 @@ pub struct UserCandidateRow {
     pub user_id: String,
     #[serde(flatten)]
     pub candidate: CandidateRow,
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use serde_json::json;
+    use vigil_aggregates::incident::AlertInfo;
+
+    use super::*;
+
+    fn at(minute: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 24, 9, minute, 0).unwrap()
+    }
+
+    fn alert(source_alert_id: i64, service: &str) -> AlertInfo {
+        AlertInfo {
+            source_type: "source_a".into(),
+            source_alert_id,
+            alert_key: format!("key-{source_alert_id}"),
+            title: format!("alert {source_alert_id}"),
+            service: Some(service.into()),
+            environment: None,
+            severity: Some("warning".into()),
+            fired_at: at(0),
+            source_url: None,
+            metadata: json!({ "labels": { "n": source_alert_id } }),
+        }
+    }
+
+    fn correlated(source_alert_id: i64, minute: u32) -> IncidentEvent {
+        IncidentEvent::AlertCorrelated {
+            alert: alert(source_alert_id, "checkout-api"),
+            correlation: Correlation {
+                strategy: "service_match".into(),
+                score: 0.8,
+                details: json!({ "service_match": 1.0 }),
+            },
+            filled: false,
+            at: at(minute),
+        }
+    }
+
+    #[test]
+    fn correlated_and_merged_alerts_are_listed_once_each_in_the_order_they_joined() {
+        let incident = Uuid::new_v4();
+        let merged_from = Uuid::new_v4();
+        let events = vec![
+            IncidentEvent::IncidentOpened {
+                incident_id: incident,
+                user_id: "owner".into(),
+                alert: alert(1, "checkout-api"),
+                at: at(1),
+            },
+            correlated(3, 2),
+            IncidentEvent::IncidentTouched { at: at(3) },
+            IncidentEvent::IncidentAbsorbed {
+                source_incident_id: merged_from,
+                alerts: vec![alert(7, "payments"), alert(3, "checkout-api")],
+                at: at(4),
+            },
+            correlated(2, 2),
+        ];
+
+        let rows = joined_alerts(incident, events);
+
+        let listed: Vec<(i64, &str, f64)> = rows
+            .iter()
+            .map(|row| {
+                (
+                    row.source_alert_id,
+                    row.correlation_strategy.as_str(),
+                    row.correlation_score,
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [(2, "service_match", 0.8), (3, "service_match", 0.8), (7, "manual", 1.0)]
+        );
+        let merged = &rows[2];
+        assert_eq!(
+            merged.correlation_details.0,
+            json!({ "merged_from_incident_id": merged_from })
+        );
+        assert_eq!(merged.alert_service.as_deref(), Some("payments"));
+        assert_eq!(merged.received_at, at(4));
+        assert_eq!(rows[0].alert_metadata.0, json!({ "labels": { "n": 2 } }));
+        assert_eq!(rows[0].alert_title.as_deref(), Some("alert 2"));
+        assert!(rows.iter().all(|row| row.incident_id == incident));
+    }
+
+    #[test]
+    fn a_correlated_alert_keeps_its_id_from_read_to_read_and_incident_to_incident() {
+        let (first, second) = (Uuid::new_v4(), Uuid::new_v4());
+        let read = |incident| joined_alerts(incident, vec![correlated(5, 1)])[0].id;
+        assert_eq!(read(first), read(first));
+        assert_ne!(read(first), read(second));
+    }
 }
