@@ -141,12 +141,15 @@ impl Placer {
     /// calls this (a connection's replies wake tasks through the runtime it was opened on).
     ///
     /// Not a pooled one: a pool checks a connection with a round trip when lending it and
-    /// another when it comes back, and a placement lane would wait for both on every batch.
+    /// another when it comes back, and a placement lane would wait for both on every batch. It
+    /// plans as [`LANE_SETTINGS`] says.
     pub async fn connect(&self) -> sqlx::Result<PgConnection> {
         let options = (*self.db.connect_options())
             .clone()
             .application_name(LANE_APPLICATION_NAME);
-        sqlx::Connection::connect_with(&options).await
+        let mut conn: PgConnection = sqlx::Connection::connect_with(&options).await?;
+        sqlx::Executor::execute(&mut conn, LANE_SETTINGS).await?;
+        Ok(conn)
     }
 
     /// Places every alert of every notification; the outcomes are in the notifications' order.
@@ -593,28 +596,26 @@ impl Candidates {
     }
 }
 
-/// `BEGIN`, then a lock on every user of the batch, in one round trip (a simple query may hold
-/// several statements; the keys are integers, so nothing is spliced in but digits). Locks are
-/// taken in one order everywhere, so that two batches never deadlock.
-///
-/// The batch's statements are key lookups over arrays of parameters, whose best plan does not
-/// depend on the values: a generic plan spares PostgreSQL planning each of them on every batch
-/// (a quarter of its time under an alert storm, measured with `log_min_duration_statement`).
-/// A generic plan is made once per connection, though, from the statistics of that moment, and
-/// kept: made while the tables were young, it scanned them whole and went on doing so as they
-/// grew (seen with `auto_explain`). Every join here looks items up by key, so only nested loops
-/// over index scans are allowed, whatever the statistics say.
+/// `BEGIN`, then a lock on every user of the batch, in one round trip and two statements (a
+/// simple query may hold several; the keys are integers, so nothing is spliced in but digits).
+/// The locks are taken in one order everywhere (the select list is evaluated in order), so that
+/// two batches never deadlock.
 fn begin_locking_users(batch: &[Notification]) -> String {
     let keys: std::collections::BTreeSet<i64> = batch.iter().map(|n| user_lock_key(&n.user_id)).collect();
-    let mut statement = String::from(
-        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off; \
-         SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off",
-    );
-    for key in keys {
-        statement.push_str(&format!("; SELECT pg_advisory_xact_lock({key})"));
-    }
-    statement
+    let locks: Vec<String> = keys.iter().map(|key| format!("pg_advisory_xact_lock({key})")).collect();
+    format!("BEGIN; SELECT {}", locks.join(", "))
 }
+
+/// How a lane's connection plans: once, for good. The batch's statements are key lookups over
+/// arrays of parameters, whose best plan does not depend on the values: a generic plan spares
+/// PostgreSQL planning each of them on every batch (a quarter of its time under an alert storm,
+/// measured with `log_min_duration_statement`). A generic plan is made once per connection,
+/// though, from the statistics of that moment, and kept: made while the tables were young, it
+/// scanned them whole and went on doing so as they grew (seen with `auto_explain`). Every join
+/// here looks items up by key, so only nested loops over index scans are allowed, whatever the
+/// statistics say. Set for the session (the connection is the lane's alone), not per batch.
+const LANE_SETTINGS: &str = "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; \
+                             SET enable_hashjoin = off; SET enable_mergejoin = off";
 
 /// The advisory lock key that serializes placement for one user (across instances).
 fn user_lock_key(user_id: &str) -> i64 {
@@ -692,40 +693,61 @@ async fn look_up(
     let (deliveries, key_holders, group_incidents, candidates): Lookups = sqlx::query_as(
         "WITH items AS (
              SELECT (ordinality - 1)::int AS index, user_id, source_type, alert_key, group_key, alert_state,
-                    fired_at, resolved
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bool[])
+                    fired_at, resolved, kind
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bool[],
+                         $12::text[])
                  WITH ORDINALITY AS q(user_id, source_type, alert_key, group_key, alert_state, fired_at, resolved,
-                                      ordinality)
+                                      kind, ordinality)
+         ), probed AS (
+             -- Whether the item's key was ever received: in an alert storm it almost never was,
+             -- and the lookups by key below are then skipped.
+             SELECT q.*, seen.id IS NOT NULL AS seen
+             FROM items q LEFT JOIN LATERAL (
+                 SELECT s.id FROM source_alerts s
+                 WHERE s.user_id = q.user_id AND s.source_type = q.source_type AND s.alert_key = q.alert_key
+                 LIMIT 1
+             ) seen ON true
          )
          SELECT
              (SELECT COALESCE(json_agg(json_build_object(
                          'id', COALESCE(d.id, nextval('source_alerts_id_seq')), 'recorded', d.id IS NOT NULL,
                          'incident_id', d.incident_id, 'correlated', COALESCE(d.correlated, false))
                      ORDER BY q.index), '[]')
-              FROM items q LEFT JOIN LATERAL (
+              FROM probed q LEFT JOIN LATERAL (
                   SELECT s.id, s.incident_id, s.correlated FROM source_alerts s
-                  WHERE s.user_id = q.user_id AND s.source_type = q.source_type AND s.alert_key = q.alert_key
-                    AND s.alert_state = q.alert_state AND s.fired_at = q.fired_at
+                  WHERE q.seen AND s.user_id = q.user_id AND s.source_type = q.source_type
+                    AND s.alert_key = q.alert_key AND s.alert_state = q.alert_state AND s.fired_at = q.fired_at
                   LIMIT 1
               ) d ON true),
              (SELECT COALESCE(json_agg(json_build_array(q.index, s.incident_id)), '[]')
-              FROM items q CROSS JOIN LATERAL (
+              FROM probed q CROSS JOIN LATERAL (
                   SELECT s.incident_id FROM source_alerts s
-                  WHERE s.user_id = q.user_id AND s.source_type = q.source_type AND s.alert_key = q.alert_key
-                    AND NOT s.resolved AND s.incident_id IS NOT NULL
+                  WHERE q.seen AND s.user_id = q.user_id AND s.source_type = q.source_type
+                    AND s.alert_key = q.alert_key AND NOT s.resolved AND s.incident_id IS NOT NULL
                     AND EXISTS (SELECT 1 FROM incidents i
                                 WHERE i.id = s.incident_id AND i.status IN ('investigating', 'analyzed'))
                   ORDER BY s.id DESC LIMIT 1
               ) s
               WHERE NOT q.resolved),
+             -- A recovery's group: an alert's is its key (so the key index finds it); a
+             -- deployment's is its service and environment (an index of deployments alone).
              (SELECT COALESCE(json_agg(json_build_array(q.index, s.incident_id,
                                                         (SELECT i.version FROM incidents i WHERE i.id = s.incident_id))),
                               '[]')
               FROM items q CROSS JOIN LATERAL (
-                  SELECT incident_id FROM source_alerts s
-                  WHERE s.user_id = q.user_id AND s.source_type = q.source_type AND s.group_key = q.group_key
-                    AND NOT s.resolved AND s.incident_id IS NOT NULL
-                  ORDER BY s.id DESC LIMIT 1
+                  SELECT newest.incident_id FROM (
+                      (SELECT s.id, s.incident_id FROM source_alerts s
+                       WHERE q.kind <> 'deployment' AND s.user_id = q.user_id AND s.source_type = q.source_type
+                         AND s.alert_key = q.group_key AND NOT s.resolved AND s.incident_id IS NOT NULL
+                       ORDER BY s.id DESC LIMIT 1)
+                      UNION ALL
+                      (SELECT s.id, s.incident_id FROM source_alerts s
+                       WHERE q.kind = 'deployment' AND s.kind = 'deployment' AND s.user_id = q.user_id
+                         AND s.source_type = q.source_type AND s.group_key = q.group_key
+                         AND NOT s.resolved AND s.incident_id IS NOT NULL
+                       ORDER BY s.id DESC LIMIT 1)
+                  ) newest
+                  ORDER BY newest.id DESC LIMIT 1
               ) s
               WHERE q.resolved),
              (SELECT COALESCE(json_agg(json_build_object(
@@ -761,6 +783,7 @@ async fn look_up(
     .bind(windows.iter().map(|w| w.1).collect::<Vec<_>>())
     .bind(windows.iter().map(|w| w.2).collect::<Vec<_>>())
     .bind(max_correlated)
+    .bind(items.iter().map(|item| item.alert.kind.as_str()).collect::<Vec<_>>())
     .fetch_one(&mut **tx)
     .await?;
     if deliveries.0.len() != items.len() {

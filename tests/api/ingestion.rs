@@ -67,6 +67,10 @@ async fn every_source_opens_correlates_and_recovers() {
 
         let resolved = post_alert(&app, &user, path, &fixture(source, "resolved")).await;
         assert_eq!(resolved["alerts"][0]["correlated"], false, "{source}");
+        assert_eq!(
+            resolved["alerts"][0]["incident_id"], incident_id,
+            "{source}: the recovery attaches to the incident of its alert (or deployment group)"
+        );
 
         let incidents = incidents_of(&app, &user).await;
         assert_eq!(
