@@ -22,7 +22,7 @@ use super::{
     placement::{Notification, Placer},
     service::IngestedAlert,
 };
-use crate::error::AppError;
+use crate::{error::AppError, vector_store::VectorStore};
 
 /// Notifications a lane queues before `submit` waits (backpressure on an alert storm).
 const LANE_QUEUE: usize = 1024;
@@ -36,6 +36,7 @@ struct Submission {
 
 pub struct IngestPipeline {
     lanes: Vec<mpsc::Sender<Submission>>,
+    vectors: VectorStore,
 }
 
 impl IngestPipeline {
@@ -49,6 +50,7 @@ impl IngestPipeline {
     pub fn start(placer: Placer, lanes: usize, max_batch_alerts: usize, linger: Duration) -> Self {
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..lanes.max(1)).map(|_| mpsc::channel(LANE_QUEUE)).unzip();
         let max_batch_alerts = max_batch_alerts.max(1);
+        let vectors = placer.vectors().clone();
         std::thread::Builder::new()
             .name("ingest-lanes".into())
             .spawn(move || {
@@ -68,7 +70,10 @@ impl IngestPipeline {
                 });
             })
             .expect("the ingestion lanes' thread starts");
-        Self { lanes: senders }
+        Self {
+            lanes: senders,
+            vectors,
+        }
     }
 
     /// Places a notification's alerts; resolves once they are committed.
@@ -78,7 +83,7 @@ impl IngestPipeline {
         }
         let (reply, outcome) = oneshot::channel();
         let submission = Submission {
-            notification: Notification::new(user_id.to_owned(), alerts),
+            notification: Notification::new(user_id.to_owned(), alerts, &self.vectors),
             reply,
         };
         let stopped = || AppError::Internal(anyhow::anyhow!("the ingestion pipeline has stopped"));

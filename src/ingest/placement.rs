@@ -49,17 +49,40 @@ const MAX_ATTEMPTS: u32 = 8;
 pub struct Notification {
     pub user_id: String,
     pub alerts: Vec<NormalizedAlert>,
+    /// What placement needs of each alert (in the order of `alerts`), worked out when the
+    /// notification is made, by the task that submits it: a lane places one batch after another,
+    /// so whatever is done before is taken off every batch's critical path.
+    prepared: Vec<Prepared>,
+}
+
+struct Prepared {
+    /// The raw payload as JSON text (`source_alerts.payload`).
+    raw_json: String,
+    /// The title's embedding (correlation's semantic score).
+    title_embedding: Vec<f32>,
 }
 
 impl Notification {
     /// Normalizes what the store would otherwise round: PostgreSQL keeps microseconds, and the
-    /// state column 50 characters, so a redelivery must compare equal in both.
-    pub fn new(user_id: String, mut alerts: Vec<NormalizedAlert>) -> Self {
+    /// state column 50 characters, so a redelivery must compare equal in both. Titles are
+    /// embedded with `vectors`, which must be the placer's.
+    pub fn new(user_id: String, mut alerts: Vec<NormalizedAlert>, vectors: &VectorStore) -> Self {
         for alert in &mut alerts {
             alert.fired_at = chrono::SubsecRound::trunc_subsecs(alert.fired_at, 6);
             alert.state = alert.state.chars().take(50).collect();
         }
-        Self { user_id, alerts }
+        let prepared = alerts
+            .iter()
+            .map(|alert| Prepared {
+                raw_json: alert.raw.to_string(),
+                title_embedding: vectors.embed(&alert.title),
+            })
+            .collect();
+        Self {
+            user_id,
+            alerts,
+            prepared,
+        }
     }
 }
 
@@ -143,6 +166,11 @@ impl Placer {
     /// Not a pooled one: a pool checks a connection with a round trip when lending it and
     /// another when it comes back, and a placement lane would wait for both on every batch. It
     /// plans as [`LANE_SETTINGS`] says.
+    /// The vector store whose embeddings placement compares ([`Notification::new`] needs it).
+    pub fn vectors(&self) -> &VectorStore {
+        &self.vectors
+    }
+
     pub async fn connect(&self) -> sqlx::Result<PgConnection> {
         let options = (*self.db.connect_options())
             .clone()
@@ -199,10 +227,11 @@ impl Placer {
             .iter()
             .enumerate()
             .flat_map(|(notification, n)| {
-                n.alerts.iter().map(move |alert| Item {
+                n.alerts.iter().zip(&n.prepared).map(move |(alert, prepared)| Item {
                     notification,
                     user_id: &n.user_id,
                     alert,
+                    prepared,
                 })
             })
             .collect();
@@ -269,7 +298,7 @@ impl Placer {
                     service: alert.service.clone(),
                     fired_at: alert.fired_at,
                     kind: event_kind(alert.kind),
-                    embedding: self.vectors.embed(&alert.title),
+                    embedding: item.prepared.title_embedding.clone(),
                 };
                 match best_match(&new_alert, &user_candidates.scored, &self.correlation) {
                     Some((at, score)) => {
@@ -496,6 +525,7 @@ struct Item<'a> {
     notification: usize,
     user_id: &'a str,
     alert: &'a NormalizedAlert,
+    prepared: &'a Prepared,
 }
 
 /// What makes a delivery unique (the `source_alerts_delivery` constraint).
@@ -838,10 +868,10 @@ async fn record_and_append(
                  alert_environment, alert_severity, fired_at, payload, incident_id, correlated)
              SELECT id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_key, alert_title,
                  rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity,
-                 fired_at, payload, incident_id, correlated
+                 fired_at, payload::json, incident_id, correlated
              FROM unnest($8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bool[],
                  $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[],
-                 $22::text[], $23::text[], $24::timestamptz[], $25::jsonb[], $26::uuid[], $27::bool[])
+                 $22::text[], $23::text[], $24::timestamptz[], $25::text[], $26::uuid[], $27::bool[])
                  AS a(id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_title,
                       rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment,
                       alert_severity, fired_at, payload, incident_id, correlated)
@@ -886,7 +916,12 @@ async fn record_and_append(
             .collect::<Vec<_>>(),
     )
     .bind(alerts.iter().map(|item| item.alert.fired_at).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|item| Json(&item.alert.raw)).collect::<Vec<_>>())
+    .bind(
+        alerts
+            .iter()
+            .map(|item| item.prepared.raw_json.as_str())
+            .collect::<Vec<_>>(),
+    )
     .bind(
         placements
             .iter()

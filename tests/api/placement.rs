@@ -18,7 +18,7 @@ use crate::{
 
 fn notification(user: &str, name: &str) -> Notification {
     let alerts = parsers::parse(Source::SourceA, &fixture("source_a", name), chrono::Utc::now()).unwrap();
-    Notification::new(user.to_owned(), alerts)
+    Notification::new(user.to_owned(), alerts, &Default::default())
 }
 
 fn placer(app: &TestApp) -> Placer {
@@ -320,4 +320,50 @@ async fn a_lane_whose_connection_died_places_the_next_notification_on_a_new_one(
     let related = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "related")).await;
     assert_eq!(related["alerts"][0]["incident_id"], firing["alerts"][0]["incident_id"]);
     assert_eq!(related["alerts"][0]["correlated"], true);
+}
+
+#[tokio::test]
+async fn a_new_incident_written_with_the_alerts_that_joined_it_equals_its_events_applied_one_by_one() {
+    use vigil_projections::{incidents::IncidentsReadModel, ReadModel, StoredEvent};
+
+    let app = spawn_app_without_workers().await;
+    let user = app.new_user().await.id;
+    let outcomes = place(&app, &[notification(&user, "firing"), notification(&user, "related")]).await;
+    let id = outcomes[0][0].incident_id.unwrap();
+    assert_eq!(
+        outcomes[1][0].incident_id,
+        Some(id),
+        "the related alert joins in the same batch"
+    );
+    let live = vigil_projections::incidents::find_incident(&app.db, &user, id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(live.correlated_alert_count, 1);
+
+    let mut tx = app.db.begin().await.unwrap();
+    sqlx::query("DELETE FROM incidents WHERE id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let events: Vec<StoredEvent> = sqlx::query_as(&format!(
+        "{} WHERE aggregate_id = $1 ORDER BY sequence",
+        StoredEvent::SELECT
+    ))
+    .bind(id.to_string())
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(events.len(), 2);
+    for event in &events {
+        let envelope = event.envelope::<vigil_aggregates::incident::Incident>().unwrap();
+        IncidentsReadModel.apply(&mut tx, &envelope).await.unwrap();
+    }
+    let one_by_one = vigil_projections::incidents::find_incident(&mut *tx, &user, id)
+        .await
+        .unwrap()
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(one_by_one, live);
 }

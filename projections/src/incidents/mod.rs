@@ -42,12 +42,12 @@ impl ReadModel<Incident> for IncidentsReadModel {
         };
         let touch = "UPDATE incidents SET updated_at = $2, version = $3 WHERE id = $1";
         match &event.payload {
-            E::IncidentOpened { .. } => insert_opened(conn, &[event]).await?,
+            E::IncidentOpened { .. } => write_rows(conn, &[Opening::new(event, None)], &[]).await?,
             E::AlertCorrelated { alert, filled, .. } => {
-                add_alerts(conn, &[AlertsJoined::new(event, vec![alert], *filled)]).await?;
+                write_rows(conn, &[], &[AlertsJoined::new(event, vec![alert], *filled)]).await?;
             }
             E::IncidentAbsorbed { alerts, .. } => {
-                add_alerts(conn, &[AlertsJoined::new(event, alerts.iter().collect(), false)]).await?;
+                write_rows(conn, &[], &[AlertsJoined::new(event, alerts.iter().collect(), false)]).await?;
             }
             E::StatusChanged {
                 status, analyzed_at, ..
@@ -122,49 +122,32 @@ impl ReadModel<Incident> for IncidentsReadModel {
         self.apply_runs(conn, &[events.to_vec()]).await
     }
 
-    /// Across incidents: every opening event in one insert, then every run of correlated alerts
-    /// that follows in one statement; the rest incident by incident, in order.
+    /// Across incidents, in one statement: the rows of new incidents (with the alerts that joined
+    /// them in the same run folded in) and the alerts that joined existing ones; the rest incident
+    /// by incident, in order.
     async fn apply_runs(
         &self,
         conn: &mut PgConnection,
         runs: &[Vec<&EventEnvelope<Incident>>],
     ) -> Result<(), ProjectionError> {
-        let mut rest: Vec<&[&EventEnvelope<Incident>]> = runs.iter().map(Vec::as_slice).collect();
-        let mut opened = Vec::new();
-        for run in &mut rest {
-            if let Some((first, after)) = run.split_first() {
-                if matches!(first.payload, IncidentEvent::IncidentOpened { .. }) {
-                    opened.push(*first);
-                    *run = after;
-                }
-            }
-        }
-        insert_opened(conn, &opened).await?;
+        let mut openings = Vec::new();
         let mut joined = Vec::new();
-        for run in &mut rest {
-            let correlated = run
-                .iter()
-                .take_while(|event| matches!(event.payload, IncidentEvent::AlertCorrelated { .. }))
-                .count();
-            if correlated == 0 {
-                continue;
+        let mut rest = Vec::new();
+        for run in runs {
+            let (opened, after) = match run.split_first() {
+                Some((first, after)) if matches!(first.payload, IncidentEvent::IncidentOpened { .. }) => {
+                    (Some(*first), after)
+                }
+                _ => (None, run.as_slice()),
+            };
+            let (alerts, after) = AlertsJoined::leading(after);
+            match opened {
+                Some(opened) => openings.push(Opening::new(opened, alerts)),
+                None => joined.extend(alerts),
             }
-            let (alerts, after) = run.split_at(correlated);
-            let last = alerts[correlated - 1];
-            let filled = alerts
-                .iter()
-                .any(|event| matches!(event.payload, IncidentEvent::AlertCorrelated { filled: true, .. }));
-            let alerts = alerts
-                .iter()
-                .filter_map(|event| match &event.payload {
-                    IncidentEvent::AlertCorrelated { alert, .. } => Some(alert),
-                    _ => None,
-                })
-                .collect();
-            joined.push(AlertsJoined::new(last, alerts, filled));
-            *run = after;
+            rest.push(after);
         }
-        add_alerts(conn, &joined).await?;
+        write_rows(conn, &openings, &joined).await?;
         for run in rest {
             for event in run {
                 self.apply(conn, event).await?;
@@ -214,52 +197,55 @@ pub async fn as_of(
     Ok(incident.map(|incident| (incident, correlated)))
 }
 
-/// New incidents' rows, from their opening events.
-async fn insert_opened(conn: &mut PgConnection, events: &[&EventEnvelope<Incident>]) -> Result<(), ProjectionError> {
-    let opened: Vec<(i64, &Uuid, &str, &AlertInfo, DateTime<Utc>)> = events
-        .iter()
-        .filter_map(|event| match &event.payload {
-            IncidentEvent::IncidentOpened {
-                incident_id,
-                user_id,
-                alert,
-                at,
-            } => Some((event.sequence as i64, incident_id, user_id.as_str(), alert, *at)),
-            _ => None,
-        })
-        .collect();
-    if opened.is_empty() {
-        return Ok(());
+/// A new incident's row: its opening event, with the alerts that joined it right after (in the
+/// same run) folded in, so that one insert leaves the row as applying them one by one would.
+struct Opening<'a> {
+    incident_id: &'a Uuid,
+    user_id: &'a str,
+    alert: &'a AlertInfo,
+    opened_at: DateTime<Utc>,
+    version: i64,
+    updated_at: DateTime<Utc>,
+    joined: Option<AlertsJoined<'a>>,
+}
+
+impl<'a> Opening<'a> {
+    /// # Panics
+    /// When `opened` is not an `IncidentOpened` event (the callers match it first).
+    fn new(opened: &'a EventEnvelope<Incident>, joined: Option<AlertsJoined<'a>>) -> Self {
+        let IncidentEvent::IncidentOpened {
+            incident_id,
+            user_id,
+            alert,
+            at,
+        } = &opened.payload
+        else {
+            unreachable!("an opening is made of an IncidentOpened event");
+        };
+        Self {
+            incident_id,
+            user_id,
+            alert,
+            opened_at: *at,
+            version: joined.as_ref().map_or(opened.sequence as i64, |joined| joined.version),
+            updated_at: joined.as_ref().map_or(*at, |joined| joined.at),
+            joined,
+        }
     }
-    let column = |f: fn(&AlertInfo) -> Option<&str>| -> Vec<Option<&str>> { opened.iter().map(|o| f(o.3)).collect() };
-    sqlx::query(
-        "INSERT INTO incidents (id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
-             alert_environment, alert_source_url, alert_metadata, started_at, last_alert_at, created_at,
-             updated_at, affected_services, version)
-         SELECT id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
-             alert_source_url, alert_metadata, fired_at, fired_at, at, at,
-             CASE WHEN alert_service IS NULL THEN '{}'::text[] ELSE ARRAY[alert_service] END, version
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[],
-             $9::text[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[], $13::bigint[])
-             AS o(id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
-                  alert_source_url, alert_metadata, fired_at, at, version)",
-    )
-    .bind(opened.iter().map(|o| *o.1).collect::<Vec<_>>())
-    .bind(opened.iter().map(|o| o.2).collect::<Vec<_>>())
-    .bind(opened.iter().map(|o| o.3.source_type.as_str()).collect::<Vec<_>>())
-    .bind(opened.iter().map(|o| o.3.source_alert_id).collect::<Vec<_>>())
-    .bind(column(|a| a.severity.as_deref()))
-    .bind(opened.iter().map(|o| o.3.title.as_str()).collect::<Vec<_>>())
-    .bind(column(|a| a.service.as_deref()))
-    .bind(column(|a| a.environment.as_deref()))
-    .bind(column(|a| a.source_url.as_deref()))
-    .bind(opened.iter().map(|o| Json(&o.3.metadata)).collect::<Vec<_>>())
-    .bind(opened.iter().map(|o| o.3.fired_at).collect::<Vec<_>>())
-    .bind(opened.iter().map(|o| o.4).collect::<Vec<_>>())
-    .bind(opened.iter().map(|o| o.0).collect::<Vec<_>>())
-    .execute(conn)
-    .await?;
-    Ok(())
+
+    fn last_alert_at(&self) -> DateTime<Utc> {
+        let latest_joined = self.joined.as_ref().and_then(AlertsJoined::latest);
+        latest_joined.map_or(self.alert.fired_at, |latest| latest.max(self.alert.fired_at))
+    }
+
+    /// The opening alert's service, then the joined ones' (the statement sorts and dedupes them).
+    fn services(&self) -> Vec<&'a str> {
+        let mut services: Vec<&str> = self.alert.service.as_deref().into_iter().collect();
+        if let Some(joined) = &self.joined {
+            services.extend(joined.services());
+        }
+        services
+    }
 }
 
 /// Alerts that joined one incident, up to the event at `version`, recorded at `at`.
@@ -282,24 +268,71 @@ impl<'a> AlertsJoined<'a> {
             filled,
         }
     }
+
+    /// The correlated alerts that lead `run` (an alert storm's usual run), and the events after them.
+    #[allow(clippy::type_complexity)]
+    fn leading<'r>(run: &'r [&'a EventEnvelope<Incident>]) -> (Option<Self>, &'r [&'a EventEnvelope<Incident>]) {
+        let correlated = run
+            .iter()
+            .take_while(|event| matches!(event.payload, IncidentEvent::AlertCorrelated { .. }))
+            .count();
+        let (leading, after) = run.split_at(correlated);
+        let Some(last) = leading.last() else {
+            return (None, after);
+        };
+        let mut filled = false;
+        let mut alerts = Vec::with_capacity(leading.len());
+        for event in leading {
+            if let IncidentEvent::AlertCorrelated {
+                alert, filled: fills, ..
+            } = &event.payload
+            {
+                alerts.push(alert);
+                filled |= *fills;
+            }
+        }
+        (Some(Self::new(last, alerts, filled)), after)
+    }
+
+    fn services(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.alerts.iter().filter_map(|alert| alert.service.as_deref())
+    }
+
+    fn latest(&self) -> Option<DateTime<Utc>> {
+        self.alerts.iter().map(|alert| alert.fired_at).max()
+    }
 }
 
-/// Folds alerts that joined incidents into the incidents' counts, services and last alert
-/// times: one statement for any number of incidents. The alerts themselves are read from the
-/// incidents' events ([`correlated_alerts`]).
-async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Result<(), ProjectionError> {
-    if joined.is_empty() {
+/// Inserts new incidents' rows and folds alerts that joined existing incidents into their counts,
+/// services and last alert times, in one statement for any number of incidents. The alerts
+/// themselves are read from the incidents' events ([`correlated_alerts`]).
+async fn write_rows(
+    conn: &mut PgConnection,
+    openings: &[Opening<'_>],
+    joined: &[AlertsJoined<'_>],
+) -> Result<(), ProjectionError> {
+    if openings.is_empty() && joined.is_empty() {
         return Ok(());
     }
-    fn services<'a>(group: &AlertsJoined<'a>) -> Vec<&'a str> {
-        group
-            .alerts
-            .iter()
-            .filter_map(|alert| alert.service.as_deref())
-            .collect()
-    }
+    let column =
+        |f: fn(&AlertInfo) -> Option<&str>| -> Vec<Option<&str>> { openings.iter().map(|o| f(o.alert)).collect() };
     sqlx::query(
-        "UPDATE incidents SET
+        "WITH opened AS (
+             INSERT INTO incidents (id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
+                 alert_environment, alert_source_url, alert_metadata, started_at, last_alert_at, created_at,
+                 updated_at, correlated_alert_count, affected_services, takes_alerts, version)
+             SELECT id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
+                 alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined,
+                 ARRAY(SELECT DISTINCT unnest(ARRAY(SELECT jsonb_array_elements_text(services))) ORDER BY 1),
+                 NOT filled, version
+             FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+                     $8::text[], $9::text[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
+                     $14::timestamptz[], $15::int[], $16::jsonb[], $17::bool[], $18::bigint[])
+                 AS o(id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
+                      alert_environment, alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at,
+                      updated_at, joined, services, filled, version)
+         )
+         UPDATE incidents SET
              correlated_alert_count = correlated_alert_count + u.joined,
              affected_services = ARRAY(
                  SELECT DISTINCT unnest(affected_services || ARRAY(SELECT jsonb_array_elements_text(u.services)))
@@ -307,22 +340,55 @@ async fn add_alerts(conn: &mut PgConnection, joined: &[AlertsJoined<'_>]) -> Res
              last_alert_at = GREATEST(last_alert_at, COALESCE(u.latest, last_alert_at)),
              takes_alerts = takes_alerts AND NOT u.filled,
              updated_at = u.at, version = u.version
-         FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::int[], $5::jsonb[], $6::timestamptz[],
-                 $7::bool[])
+         FROM unnest($19::uuid[], $20::timestamptz[], $21::bigint[], $22::int[], $23::jsonb[], $24::timestamptz[],
+                 $25::bool[])
              AS u(id, at, version, joined, services, latest, filled)
          WHERE incidents.id = u.id",
     )
+    .bind(openings.iter().map(|o| *o.incident_id).collect::<Vec<_>>())
+    .bind(openings.iter().map(|o| o.user_id).collect::<Vec<_>>())
+    .bind(
+        openings
+            .iter()
+            .map(|o| o.alert.source_type.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(openings.iter().map(|o| o.alert.source_alert_id).collect::<Vec<_>>())
+    .bind(column(|a| a.severity.as_deref()))
+    .bind(openings.iter().map(|o| o.alert.title.as_str()).collect::<Vec<_>>())
+    .bind(column(|a| a.service.as_deref()))
+    .bind(column(|a| a.environment.as_deref()))
+    .bind(column(|a| a.source_url.as_deref()))
+    .bind(openings.iter().map(|o| Json(&o.alert.metadata)).collect::<Vec<_>>())
+    .bind(openings.iter().map(|o| o.alert.fired_at).collect::<Vec<_>>())
+    .bind(openings.iter().map(Opening::last_alert_at).collect::<Vec<_>>())
+    .bind(openings.iter().map(|o| o.opened_at).collect::<Vec<_>>())
+    .bind(openings.iter().map(|o| o.updated_at).collect::<Vec<_>>())
+    .bind(
+        openings
+            .iter()
+            .map(|o| o.joined.as_ref().map_or(0, |joined| joined.alerts.len() as i32))
+            .collect::<Vec<_>>(),
+    )
+    .bind(openings.iter().map(|o| Json(o.services())).collect::<Vec<_>>())
+    .bind(
+        openings
+            .iter()
+            .map(|o| o.joined.as_ref().is_some_and(|joined| joined.filled))
+            .collect::<Vec<_>>(),
+    )
+    .bind(openings.iter().map(|o| o.version).collect::<Vec<_>>())
     .bind(joined.iter().map(|group| group.incident_id).collect::<Vec<_>>())
     .bind(joined.iter().map(|group| group.at).collect::<Vec<_>>())
     .bind(joined.iter().map(|group| group.version).collect::<Vec<_>>())
     .bind(joined.iter().map(|group| group.alerts.len() as i32).collect::<Vec<_>>())
-    .bind(joined.iter().map(|group| Json(services(group))).collect::<Vec<_>>())
     .bind(
         joined
             .iter()
-            .map(|group| group.alerts.iter().map(|alert| alert.fired_at).max())
+            .map(|group| Json(group.services().collect::<Vec<_>>()))
             .collect::<Vec<_>>(),
     )
+    .bind(joined.iter().map(AlertsJoined::latest).collect::<Vec<_>>())
     .bind(joined.iter().map(|group| group.filled).collect::<Vec<_>>())
     .execute(conn)
     .await?;
