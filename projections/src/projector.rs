@@ -254,19 +254,28 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
             .collect();
         let mut conn = self.pool.acquire().await?;
         let versions = self.read_model.versions(&mut conn, &order).await?;
-        let missed: Vec<i64> = events
+        let missed: Vec<&StoredEvent> = events
             .iter()
             .filter(|event| event.sequence > versions.get(&event.aggregate_id).copied().unwrap_or(0))
-            .map(|event| event.global_position)
             .collect();
         if missed.is_empty() {
             return Ok(());
         }
+        // By the store's primary key (the events were handed over without payloads).
         let rows: Vec<StoredEvent> = sqlx::query_as(&format!(
-            "{} WHERE global_position = ANY($1) ORDER BY aggregate_id, sequence",
+            "{} WHERE aggregate_type = $1
+                AND (aggregate_id, sequence) IN (SELECT * FROM unnest($2::text[], $3::bigint[]))
+             ORDER BY aggregate_id, sequence",
             StoredEvent::SELECT
         ))
-        .bind(&missed)
+        .bind(A::TYPE)
+        .bind(
+            missed
+                .iter()
+                .map(|event| event.aggregate_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(missed.iter().map(|event| event.sequence).collect::<Vec<_>>())
         .fetch_all(&mut *conn)
         .await?;
         drop(conn);
