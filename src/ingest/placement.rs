@@ -6,11 +6,11 @@
 //! The decisions are made in memory from set-based reads, the resulting commands run through the
 //! Incident aggregate's own rules (`decide`), and their events, read rows and the placements are
 //! written with the batch and committed once. Batching is what makes an alert storm cheap: a
-//! commit and its round trips are shared by every alert of the batch. A batch takes five or six
-//! round trips whatever its size: `BEGIN` with the user locks; every read placement needs (with
-//! ids reserved for the new deliveries, and the read rows' versions); the new deliveries
-//! recorded, each with where it went, together with the events; the read rows (one insert of
-//! new incidents, one statement for correlated alerts and their incidents' counts); `COMMIT`.
+//! commit and its round trips are shared by every alert of the batch. A batch takes five round
+//! trips whatever its size: `BEGIN` with the user locks; every read placement needs (with ids
+//! reserved for the new deliveries, and the read rows' versions); the new deliveries recorded,
+//! each with where it went, together with the events; the read rows (new incidents and the
+//! counts of those alerts joined, in one statement); `COMMIT`.
 //! Reading an incident's events (when placement has not kept its state) and a read row that lags
 //! its events (the projection's lock, versions, the missing events) cost more. The incidents'
 //! title embeddings are written by their own consumer of the event tail, off this path.
@@ -160,17 +160,17 @@ impl Placer {
         }
     }
 
+    /// The vector store whose embeddings placement compares ([`Notification::new`] needs it).
+    pub fn vectors(&self) -> &VectorStore {
+        &self.vectors
+    }
+
     /// A connection of placement's own, opened with the pool's settings from the runtime that
     /// calls this (a connection's replies wake tasks through the runtime it was opened on).
     ///
     /// Not a pooled one: a pool checks a connection with a round trip when lending it and
     /// another when it comes back, and a placement lane would wait for both on every batch. It
     /// plans as [`LANE_SETTINGS`] says.
-    /// The vector store whose embeddings placement compares ([`Notification::new`] needs it).
-    pub fn vectors(&self) -> &VectorStore {
-        &self.vectors
-    }
-
     pub async fn connect(&self) -> sqlx::Result<PgConnection> {
         let options = (*self.db.connect_options())
             .clone()

@@ -42,7 +42,10 @@ impl ReadModel<Incident> for IncidentsReadModel {
         };
         let touch = "UPDATE incidents SET updated_at = $2, version = $3 WHERE id = $1";
         match &event.payload {
-            E::IncidentOpened { .. } => write_rows(conn, &[Opening::new(event, None)], &[]).await?,
+            E::IncidentOpened { .. } => {
+                let opening: Vec<Opening> = Opening::new(event, None).into_iter().collect();
+                write_rows(conn, &opening, &[]).await?;
+            }
             E::AlertCorrelated { alert, filled, .. } => {
                 write_rows(conn, &[], &[AlertsJoined::new(event, vec![alert], *filled)]).await?;
             }
@@ -142,7 +145,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
             };
             let (alerts, after) = AlertsJoined::leading(after);
             match opened {
-                Some(opened) => openings.push(Opening::new(opened, alerts)),
+                Some(opened) => openings.extend(Opening::new(opened, alerts)),
                 None => joined.extend(alerts),
             }
             rest.push(after);
@@ -210,9 +213,8 @@ struct Opening<'a> {
 }
 
 impl<'a> Opening<'a> {
-    /// # Panics
-    /// When `opened` is not an `IncidentOpened` event (the callers match it first).
-    fn new(opened: &'a EventEnvelope<Incident>, joined: Option<AlertsJoined<'a>>) -> Self {
+    /// `None` when `opened` is not an `IncidentOpened` event.
+    fn new(opened: &'a EventEnvelope<Incident>, joined: Option<AlertsJoined<'a>>) -> Option<Self> {
         let IncidentEvent::IncidentOpened {
             incident_id,
             user_id,
@@ -220,9 +222,9 @@ impl<'a> Opening<'a> {
             at,
         } = &opened.payload
         else {
-            unreachable!("an opening is made of an IncidentOpened event");
+            return None;
         };
-        Self {
+        Some(Self {
             incident_id,
             user_id,
             alert,
@@ -230,7 +232,7 @@ impl<'a> Opening<'a> {
             version: joined.as_ref().map_or(opened.sequence as i64, |joined| joined.version),
             updated_at: joined.as_ref().map_or(*at, |joined| joined.at),
             joined,
-        }
+        })
     }
 
     fn last_alert_at(&self) -> DateTime<Utc> {
@@ -270,7 +272,6 @@ impl<'a> AlertsJoined<'a> {
     }
 
     /// The correlated alerts that lead `run` (an alert storm's usual run), and the events after them.
-    #[allow(clippy::type_complexity)]
     fn leading<'r>(run: &'r [&'a EventEnvelope<Incident>]) -> (Option<Self>, &'r [&'a EventEnvelope<Incident>]) {
         let correlated = run
             .iter()
