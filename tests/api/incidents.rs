@@ -10,7 +10,7 @@ use crate::{
 };
 
 /// A user with one incident opened from `source`'s firing fixture; returns (user, incident id).
-async fn user_with_incident(app: &TestApp, source: &str, path: &str) -> (String, String) {
+pub async fn user_with_incident(app: &TestApp, source: &str, path: &str) -> (String, String) {
     let user = app.new_user().await.id;
     let placed = post_alert(app, &user, path, &fixture(source, "firing")).await;
     (user, placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned())

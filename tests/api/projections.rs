@@ -339,10 +339,7 @@ fn incidents_projection(app: &crate::helpers::TestApp) -> std::sync::Arc<dyn vig
 #[tokio::test]
 async fn the_incidents_tail_passes_over_what_placement_projected_and_a_replay_does_not() {
     let app = crate::helpers::spawn_app_without_workers().await;
-    let user = app.new_user().await.id;
-    let firing = crate::ingestion::fixture("source_a", "firing");
-    let placed = crate::ingestion::post_alert(&app, &user, "/api/source_a/alerts", &firing).await;
-    let id = placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    let (user, id) = crate::incidents::user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
     let projected: Vec<bool> = sqlx::query_scalar("SELECT projected FROM events WHERE aggregate_id = $1")
         .bind(&id)
         .fetch_all(&app.db)
@@ -372,10 +369,7 @@ async fn the_incidents_tail_passes_over_what_placement_projected_and_a_replay_do
 #[tokio::test]
 async fn the_incidents_tail_applies_an_unprojected_event() {
     let app = crate::helpers::spawn_app_without_workers().await;
-    let user = app.new_user().await.id;
-    let firing = crate::ingestion::fixture("source_a", "firing");
-    let placed = crate::ingestion::post_alert(&app, &user, "/api/source_a/alerts", &firing).await;
-    let id = placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    let (user, id) = crate::incidents::user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
 
     // Committed by a framework without queries, as by a process that died before projecting.
     let crashing = postgres_es::postgres_cqrs::<vigil_aggregates::incident::Incident>(app.db.clone(), vec![], ());
