@@ -354,6 +354,7 @@ async fn run_ingest_scenarios(
             users.push(user["id"].as_str().unwrap().to_owned());
         }
         let users = Arc::new(users);
+        let placement_before = PlacementTotals::scrape(&client, base).await;
         let addr = base.trim_start_matches("http://").to_owned();
         let mut outcome = drive_posts(concurrency, duration, &addr, move |n| {
             let tenant = (n as usize) % users.len();
@@ -385,6 +386,10 @@ async fn run_ingest_scenarios(
             outcome.errors
         );
         rates.push((name, outcome.per_second()));
+        PlacementTotals::scrape(&client, base)
+            .await
+            .since(&placement_before)
+            .report();
     }
     let Some(before) = pgbench_before else {
         return;
@@ -460,4 +465,76 @@ fn pgbench_inserts_per_second(db_url: &reqwest::Url, clients: usize, duration: D
                 String::from_utf8_lossy(&output.stderr)
             )
         })
+}
+
+/// Placement's own account of its batches (`ingest_placement_*` in `/metrics`): totals, so that
+/// a scenario's share is the difference of two scrapes.
+#[derive(Default)]
+struct PlacementTotals {
+    batches: f64,
+    alerts: f64,
+    /// Per phase, in order: (name, seconds in all).
+    phases: Vec<(String, f64)>,
+}
+
+impl PlacementTotals {
+    const PHASES: [&'static str; 6] = ["begin", "lookup", "decide", "record", "project", "commit"];
+
+    async fn scrape(client: &reqwest::Client, base: &str) -> Self {
+        let text = client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let value = |series: &str| -> f64 {
+            text.lines()
+                .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+                .unwrap_or_default()
+        };
+        Self {
+            batches: value("ingest_placement_batch_alerts_count"),
+            alerts: value("ingest_placement_batch_alerts_sum"),
+            phases: Self::PHASES
+                .iter()
+                .map(|phase| {
+                    let series = format!(r#"ingest_placement_phase_seconds_sum{{phase="{phase}"}}"#);
+                    (phase.to_string(), value(&series))
+                })
+                .collect(),
+        }
+    }
+
+    fn since(&self, earlier: &Self) -> Self {
+        Self {
+            batches: self.batches - earlier.batches,
+            alerts: self.alerts - earlier.alerts,
+            phases: self
+                .phases
+                .iter()
+                .zip(&earlier.phases)
+                .map(|((phase, now), (_, then))| (phase.clone(), now - then))
+                .collect(),
+        }
+    }
+
+    fn report(&self) {
+        if self.batches == 0.0 {
+            return;
+        }
+        let per_batch: Vec<String> = self
+            .phases
+            .iter()
+            .map(|(phase, seconds)| format!("{phase} {:.0}", seconds / self.batches * 1e6))
+            .collect();
+        println!(
+            "{:>20}  {:.0} batches, {:.1} alerts each; µs per batch: {}",
+            "placement:",
+            self.batches,
+            self.alerts / self.batches,
+            per_batch.join(", ")
+        );
+    }
 }

@@ -55,9 +55,10 @@ impl Application {
         let correlation = Arc::new(crate::ingest::service::correlation_config(&config)?);
         let connections = Arc::new(crate::connections::Connectors::from_config(&config, &db)?);
         let events = Arc::new(EventStore::new(&db));
+        let metrics = Arc::new(HttpMetrics::new());
         let state = AppState::new(Services {
             rate_limiter: Arc::new(RateLimiter::new(&cache, Budgets::from_config(&config))),
-            metrics: Arc::new(HttpMetrics::new()),
+            metrics: metrics.clone(),
             passwords: PasswordHasher::new(config.bcrypt_cost),
             login_sessions: LoginSessions::new(db.clone(), config.session_ttl(), config.session_cookie_secure),
             ingest: Arc::new(IngestPipeline::start(
@@ -66,6 +67,7 @@ impl Application {
                     correlation.clone(),
                     VectorStore::default(),
                     events.announcer.clone(),
+                    metrics.placement(),
                 ),
                 config.ingest_lanes as usize,
                 config.ingest_batch_max_alerts as usize,

@@ -1,7 +1,7 @@
 //! Prometheus metrics (`GET /metrics`) and the middleware that records them, applies the request
-//! timeout, and logs each internal error once.
+//! timeout, and logs each internal error once; also what alert placement reports of its batches.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::{
     extract::{MatchedPath, Request, State},
@@ -9,7 +9,7 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
 
 use crate::{
     error::{AppError, InternalErrorReport},
@@ -20,6 +20,7 @@ pub struct HttpMetrics {
     registry: Registry,
     requests: IntCounterVec,
     latency: HistogramVec,
+    placement: PlacementMetrics,
 }
 
 impl HttpMetrics {
@@ -43,11 +44,18 @@ impl HttpMetrics {
         registry
             .register(Box::new(latency.clone()))
             .expect("metric registered once");
+        let placement = PlacementMetrics::registered_in(&registry);
         Self {
             registry,
             requests,
             latency,
+            placement,
         }
+    }
+
+    /// What alert placement records its batches into (a handle on this registry's metrics).
+    pub fn placement(&self) -> PlacementMetrics {
+        self.placement.clone()
     }
 
     pub fn observe(&self, method: &str, route: &str, status: StatusCode, started: Instant) {
@@ -69,6 +77,129 @@ impl HttpMetrics {
 impl Default for HttpMetrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// How alert placement spends a batch (see `ingest::placement`): how many alerts each committed
+/// batch held, and the wall time of each of its steps, from the lane's side (a database step
+/// includes its round trip). Under load these say where a lane's time goes, and so what bounds
+/// ingestion: `sum / count` of a phase is its mean time per batch.
+#[derive(Clone)]
+pub struct PlacementMetrics {
+    batch_alerts: Histogram,
+    phase_seconds: HistogramVec,
+}
+
+/// The steps of a batch, in order (the `phase` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlacementPhase {
+    /// `BEGIN` and the users' locks.
+    Begin,
+    /// The one statement every decision reads from.
+    Lookup,
+    /// Decisions and the aggregate's commands, in memory (reading an incident's events when
+    /// placement has not kept its state).
+    Decide,
+    /// The deliveries and events written.
+    Record,
+    /// The incidents' read rows written.
+    Project,
+    Commit,
+}
+
+impl PlacementPhase {
+    pub const ALL: [Self; 6] = [
+        Self::Begin,
+        Self::Lookup,
+        Self::Decide,
+        Self::Record,
+        Self::Project,
+        Self::Commit,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Begin => "begin",
+            Self::Lookup => "lookup",
+            Self::Decide => "decide",
+            Self::Record => "record",
+            Self::Project => "project",
+            Self::Commit => "commit",
+        }
+    }
+}
+
+impl PlacementMetrics {
+    fn registered_in(registry: &Registry) -> Self {
+        let batch_alerts = Histogram::with_opts(
+            HistogramOpts::new("ingest_placement_batch_alerts", "Alerts per committed placement batch")
+                .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
+        )
+        .expect("valid metric");
+        let phase_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "ingest_placement_phase_seconds",
+                "Wall time of each step of a committed placement batch",
+            )
+            .buckets(vec![
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5,
+            ]),
+            &["phase"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(batch_alerts.clone()))
+            .expect("metric registered once");
+        registry
+            .register(Box::new(phase_seconds.clone()))
+            .expect("metric registered once");
+        Self {
+            batch_alerts,
+            phase_seconds,
+        }
+    }
+
+    /// Records a committed batch of `alerts` alerts and the time each phase took.
+    pub fn observe_batch(&self, alerts: usize, phases: &[(PlacementPhase, Duration)]) {
+        self.batch_alerts.observe(alerts as f64);
+        for (phase, took) in phases {
+            self.phase_seconds
+                .with_label_values(&[phase.as_str()])
+                .observe(took.as_secs_f64());
+        }
+    }
+}
+
+impl Default for PlacementMetrics {
+    /// Metrics no registry exposes (placement outside a serving process: tests, tools).
+    fn default() -> Self {
+        Self::registered_in(&Registry::new())
+    }
+}
+
+/// Times the phases of one batch, each from the end of the one before.
+pub struct PhaseClock {
+    last: Instant,
+    laps: Vec<(PlacementPhase, Duration)>,
+}
+
+impl PhaseClock {
+    pub fn start() -> Self {
+        Self {
+            last: Instant::now(),
+            laps: Vec::with_capacity(PlacementPhase::ALL.len()),
+        }
+    }
+
+    /// Ends `phase` now.
+    pub fn lap(&mut self, phase: PlacementPhase) {
+        let now = Instant::now();
+        self.laps.push((phase, now - self.last));
+        self.last = now;
+    }
+
+    pub fn laps(&self) -> &[(PlacementPhase, Duration)] {
+        &self.laps
     }
 }
 

@@ -39,7 +39,11 @@ use super::{
     parsers::NormalizedAlert,
     service::{alert_info, event_kind, IngestedAlert},
 };
-use crate::{event_store::Actor, vector_store::VectorStore};
+use crate::{
+    event_store::Actor,
+    metrics::{PhaseClock, PlacementMetrics, PlacementPhase},
+    vector_store::VectorStore,
+};
 
 const ACTOR: Actor<'static> = Actor::System("ingestion");
 /// How often a batch is re-placed after losing a race with another writer of an incident.
@@ -131,6 +135,7 @@ pub struct Placer {
     vectors: VectorStore,
     projector: Projector<Incident, IncidentsReadModel>,
     announcer: AppendAnnouncer,
+    metrics: PlacementMetrics,
     /// Incidents as of their last event committed by placement, so that a batch need not read
     /// their streams again. An entry another writer has passed since is caught when appending
     /// (its next sequence is taken), dropped, and read afresh.
@@ -149,9 +154,11 @@ impl Placer {
         correlation: std::sync::Arc<CorrelationConfig>,
         vectors: VectorStore,
         announcer: AppendAnnouncer,
+        metrics: PlacementMetrics,
     ) -> Self {
         Self {
             announcer,
+            metrics,
             projector: Projector::new(db.clone(), IncidentsReadModel),
             known: Default::default(),
             db,
@@ -235,9 +242,12 @@ impl Placer {
                 })
             })
             .collect();
+        let mut clock = PhaseClock::start();
         let mut tx = sqlx::Connection::begin_with(conn, begin_locking_users(batch)).await?;
+        clock.lap(PlacementPhase::Begin);
         let windows = self.candidate_windows(items.iter().filter(|item| !item.alert.resolved));
         let found = look_up(&mut tx, &items, &windows, self.max_correlated()).await?;
+        clock.lap(PlacementPhase::Lookup);
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
         // The first item of each delivery not recorded before places it (with the id reserved
         // for it); later copies in the batch and earlier deliveries only report where it went.
@@ -343,11 +353,16 @@ impl Placer {
             plan.placements.push((index, alert_id, placement));
         }
         let (streams, states) = self.run_commands(&mut tx, &plan).await?;
+        clock.lap(PlacementPhase::Decide);
         record_and_append(&mut tx, &items, &plan.placements, &streams).await?;
+        clock.lap(PlacementPhase::Record);
         self.projector
             .project_appended_in(&mut tx, &streams, &versions_seen)
             .await?;
+        clock.lap(PlacementPhase::Project);
         tx.commit().await?;
+        clock.lap(PlacementPhase::Commit);
+        self.metrics.observe_batch(items.len(), clock.laps());
         self.announcer.announce(Incident::TYPE);
         self.remember(states);
         let placed: HashMap<&Delivery, IngestedAlert> = plan

@@ -333,6 +333,32 @@ async fn a_storm_of_one_service_makes_one_incident_and_loses_nothing() {
 }
 
 #[tokio::test]
+async fn placement_reports_each_batch_and_its_phases_in_metrics() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    // One at a time: an idle lane places each notification at once, as a batch of its own.
+    for n in 0..3 {
+        let mut body = fixture("source_a", "firing");
+        body["alerts"][0]["fingerprint"] = json!(format!("metrics{n}"));
+        post_alert(&app, &user, "/api/source_a/alerts", &body).await;
+    }
+    let text = app.get("/metrics").await.text().await.unwrap();
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in {text}"))
+    };
+    assert_eq!(value("ingest_placement_batch_alerts_count"), 3.0);
+    assert_eq!(value("ingest_placement_batch_alerts_sum"), 3.0, "one alert per batch");
+    for phase in ["begin", "lookup", "decide", "record", "project", "commit"] {
+        let series = format!(r#"ingest_placement_phase_seconds_count{{phase="{phase}"}}"#);
+        assert_eq!(value(&series), 3.0, "{phase} timed once per batch");
+        let took = value(&format!(r#"ingest_placement_phase_seconds_sum{{phase="{phase}"}}"#));
+        assert!(took > 0.0 && took < 60.0, "{phase}: {took} s");
+    }
+}
+
+#[tokio::test]
 async fn past_the_cap_a_storm_opens_a_second_incident_and_still_loses_nothing() {
     let app = spawn_app().await;
     let user = app.new_user().await.id;

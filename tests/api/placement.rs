@@ -27,6 +27,7 @@ fn placer(app: &TestApp) -> Placer {
         std::sync::Arc::new(CorrelationConfig::default()),
         Default::default(),
         vigil_projections::AppendAnnouncer::start(app.db.clone()),
+        Default::default(),
     )
 }
 
