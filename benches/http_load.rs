@@ -469,7 +469,6 @@ fn pgbench_inserts_per_second(db_url: &reqwest::Url, clients: usize, duration: D
 
 /// Placement's own account of its batches (`ingest_placement_*` in `/metrics`): totals, so that
 /// a scenario's share is the difference of two scrapes.
-#[derive(Default)]
 struct PlacementTotals {
     batches: f64,
     alerts: f64,
@@ -478,8 +477,6 @@ struct PlacementTotals {
 }
 
 impl PlacementTotals {
-    const PHASES: [&'static str; 6] = ["begin", "lookup", "decide", "record", "project", "commit"];
-
     async fn scrape(client: &reqwest::Client, base: &str) -> Self {
         let text = client
             .get(format!("{base}/metrics"))
@@ -497,11 +494,12 @@ impl PlacementTotals {
         Self {
             batches: value("ingest_placement_batch_alerts_count"),
             alerts: value("ingest_placement_batch_alerts_sum"),
-            phases: Self::PHASES
+            phases: vigil::metrics::PlacementPhase::ALL
                 .iter()
                 .map(|phase| {
+                    let phase = phase.as_str();
                     let series = format!(r#"ingest_placement_phase_seconds_sum{{phase="{phase}"}}"#);
-                    (phase.to_string(), value(&series))
+                    (phase.to_owned(), value(&series))
                 })
                 .collect(),
         }

@@ -9,7 +9,9 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use prometheus::{Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    core::Collector, Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
 
 use crate::{
     error::{AppError, InternalErrorReport},
@@ -38,17 +40,11 @@ impl HttpMetrics {
             &["method", "route"],
         )
         .expect("valid metric");
-        registry
-            .register(Box::new(requests.clone()))
-            .expect("metric registered once");
-        registry
-            .register(Box::new(latency.clone()))
-            .expect("metric registered once");
         let placement = PlacementMetrics::registered_in(&registry);
         Self {
+            requests: registered(&registry, requests),
+            latency: registered(&registry, latency),
             registry,
-            requests,
-            latency,
             placement,
         }
     }
@@ -87,7 +83,8 @@ impl Default for HttpMetrics {
 #[derive(Clone)]
 pub struct PlacementMetrics {
     batch_alerts: Histogram,
-    phase_seconds: HistogramVec,
+    /// One series per phase, in [`PlacementPhase::ALL`]'s order (resolved once, not per batch).
+    phase_seconds: [Histogram; PlacementPhase::COUNT],
 }
 
 /// The steps of a batch, in order (the `phase` label).
@@ -108,7 +105,8 @@ pub enum PlacementPhase {
 }
 
 impl PlacementPhase {
-    pub const ALL: [Self; 6] = [
+    const COUNT: usize = 6;
+    pub const ALL: [Self; Self::COUNT] = [
         Self::Begin,
         Self::Lookup,
         Self::Decide,
@@ -147,25 +145,18 @@ impl PlacementMetrics {
             &["phase"],
         )
         .expect("valid metric");
-        registry
-            .register(Box::new(batch_alerts.clone()))
-            .expect("metric registered once");
-        registry
-            .register(Box::new(phase_seconds.clone()))
-            .expect("metric registered once");
+        let phase_seconds = registered(registry, phase_seconds);
         Self {
-            batch_alerts,
-            phase_seconds,
+            batch_alerts: registered(registry, batch_alerts),
+            phase_seconds: PlacementPhase::ALL.map(|phase| phase_seconds.with_label_values(&[phase.as_str()])),
         }
     }
 
     /// Records a committed batch of `alerts` alerts and the time each phase took.
-    pub fn observe_batch(&self, alerts: usize, phases: &[(PlacementPhase, Duration)]) {
+    pub fn observe_batch(&self, alerts: usize, clock: &PhaseClock) {
         self.batch_alerts.observe(alerts as f64);
-        for (phase, took) in phases {
-            self.phase_seconds
-                .with_label_values(&[phase.as_str()])
-                .observe(took.as_secs_f64());
+        for (histogram, took) in self.phase_seconds.iter().zip(clock.laps) {
+            histogram.observe(took.as_secs_f64());
         }
     }
 }
@@ -180,27 +171,31 @@ impl Default for PlacementMetrics {
 /// Times the phases of one batch, each from the end of the one before.
 pub struct PhaseClock {
     last: Instant,
-    laps: Vec<(PlacementPhase, Duration)>,
+    laps: [Duration; PlacementPhase::COUNT],
 }
 
 impl PhaseClock {
     pub fn start() -> Self {
         Self {
             last: Instant::now(),
-            laps: Vec::with_capacity(PlacementPhase::ALL.len()),
+            laps: [Duration::ZERO; PlacementPhase::COUNT],
         }
     }
 
     /// Ends `phase` now.
     pub fn lap(&mut self, phase: PlacementPhase) {
         let now = Instant::now();
-        self.laps.push((phase, now - self.last));
+        self.laps[phase as usize] = now - self.last;
         self.last = now;
     }
+}
 
-    pub fn laps(&self) -> &[(PlacementPhase, Duration)] {
-        &self.laps
-    }
+/// Registers `metric` with `registry` and hands it back.
+fn registered<M: Collector + Clone + 'static>(registry: &Registry, metric: M) -> M {
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("metric registered once");
+    metric
 }
 
 /// Prometheus text exposition of the HTTP metrics.

@@ -362,7 +362,7 @@ impl Placer {
         clock.lap(PlacementPhase::Project);
         tx.commit().await?;
         clock.lap(PlacementPhase::Commit);
-        self.metrics.observe_batch(items.len(), clock.laps());
+        self.metrics.observe_batch(items.len(), &clock);
         self.announcer.announce(Incident::TYPE);
         self.remember(states);
         let placed: HashMap<&Delivery, IngestedAlert> = plan
