@@ -17,7 +17,8 @@ use axum_extra::extract::CookieJar;
 use crate::{config::AuthMode, error::AppError, state::AppState};
 
 pub const USER_ID_HEADER: &str = "x-user-id";
-const MAX_USER_ID_LEN: usize = 255;
+/// The longest user id accepted (bytes), over HTTP and the WebSocket alike.
+pub const MAX_USER_ID_LEN: usize = 255;
 
 /// The outcome of looking at a request's credentials.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -47,6 +47,30 @@ pub struct TokenFields {
     pub email: Option<String>,
 }
 
+/// The longest value a token record's text columns hold (`varchar(255)`).
+const MAX_FIELD_CHARS: usize = 255;
+
+impl TokenFields {
+    /// Checks that every value fits its column, before anything is stored: an over-long value is
+    /// the caller's mistake (400), not a failed write.
+    pub fn check(&self) -> Result<(), String> {
+        let fields = [
+            ("tenantId", &self.tenant_id),
+            ("clientId", &self.client_id),
+            ("subscriptionName", &self.subscription_name),
+            ("subscriptionId", &self.subscription_id),
+            ("email", &self.email),
+        ];
+        match fields
+            .iter()
+            .find(|(_, value)| value.as_ref().is_some_and(|v| v.chars().count() > MAX_FIELD_CHARS))
+        {
+            Some((name, _)) => Err(format!("{name} must be at most {MAX_FIELD_CHARS} characters")),
+            None => Ok(()),
+        }
+    }
+}
+
 const COLUMNS: &str = "id, user_id, provider, token_data, secret_ref, tenant_id, client_id, subscription_name, \
                        subscription_id, email, \"timestamp\", last_activity, is_active";
 

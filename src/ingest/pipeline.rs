@@ -14,6 +14,7 @@ use std::{
     time::Duration,
 };
 
+use futures::FutureExt;
 use sqlx::PgConnection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -91,7 +92,9 @@ impl IngestPipeline {
             .send(submission)
             .await
             .map_err(|_| stopped())?;
-        outcome.await.map_err(|_| stopped())?
+        outcome
+            .await
+            .map_err(|_| AppError::Internal(anyhow::anyhow!("the ingestion lane failed to place this notification")))?
     }
 
     fn lane_of(&self, user_id: &str) -> usize {
@@ -132,7 +135,14 @@ async fn run_lane(
             }
         }
         busy = batch.len() > 1;
-        place(&placer, &mut conn, batch).await;
+        // A panic placing one batch must not stop every later alert: its senders get an error
+        // (their replies are dropped), the connection is dropped with its transaction, and the
+        // lane goes on.
+        let placed = std::panic::AssertUnwindSafe(place(&placer, &mut conn, batch)).catch_unwind();
+        if placed.await.is_err() {
+            tracing::error!("placing a batch panicked; its notifications were refused and the lane goes on");
+            conn = LaneConnection::default();
+        }
     }
 }
 

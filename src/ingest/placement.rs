@@ -67,13 +67,17 @@ struct Prepared {
 }
 
 impl Notification {
-    /// Normalizes what the store would otherwise round: PostgreSQL keeps microseconds, and the
-    /// state column 50 characters, so a redelivery must compare equal in both. Titles are
-    /// embedded with `vectors`, which must be the placer's.
+    /// Normalizes what the store would otherwise round or refuse: PostgreSQL keeps microseconds,
+    /// and the state column 50 characters, so a redelivery must compare equal in both; an index
+    /// entry holds at most ~2.7 kB, so an over-long key is kept as its digest (the same key, the
+    /// same digest: deduplication and recoveries still match). Titles are embedded with
+    /// `vectors`, which must be the placer's.
     pub fn new(user_id: String, mut alerts: Vec<NormalizedAlert>, vectors: &VectorStore) -> Self {
         for alert in &mut alerts {
             alert.fired_at = chrono::SubsecRound::trunc_subsecs(alert.fired_at, 6);
             alert.state = alert.state.chars().take(50).collect();
+            indexable_key(&mut alert.key);
+            indexable_key(&mut alert.group_key);
         }
         let prepared = alerts
             .iter()
@@ -87,6 +91,17 @@ impl Notification {
             alerts,
             prepared,
         }
+    }
+}
+
+/// The longest key stored as it came (bytes); longer ones are stored as [`indexable_key`]'s digest.
+const MAX_STORED_KEY_BYTES: usize = 512;
+
+/// Replaces a key too long for the delivery indexes by `sha256:` and its digest in hex.
+fn indexable_key(key: &mut String) {
+    use sha2::{Digest, Sha256};
+    if key.len() > MAX_STORED_KEY_BYTES {
+        *key = format!("sha256:{}", hex::encode(Sha256::digest(key.as_bytes())));
     }
 }
 
@@ -403,7 +418,9 @@ impl Placer {
         let mut windows: HashMap<&str, (DateTime<Utc>, DateTime<Utc>)> = HashMap::new();
         for item in items {
             let reach = self.correlation.window_for(event_kind(item.alert.kind));
-            let (from, to) = (item.alert.fired_at - reach, item.alert.fired_at + reach);
+            let fired = item.alert.fired_at;
+            let from = fired.checked_sub_signed(reach).unwrap_or(DateTime::<Utc>::MIN_UTC);
+            let to = fired.checked_add_signed(reach).unwrap_or(DateTime::<Utc>::MAX_UTC);
             let window = windows.entry(item.user_id).or_insert((from, to));
             window.0 = window.0.min(from);
             window.1 = window.1.max(to);

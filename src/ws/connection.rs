@@ -143,6 +143,12 @@ impl Connection {
             Err(error) => return self.outbox.send(ServerMessage::error(error.text)),
         };
         if let ClientMessage::Init { user_id } = message {
+            if user_id.len() > crate::auth::MAX_USER_ID_LEN {
+                return self.outbox.send(ServerMessage::error(format!(
+                    "user_id must be at most {} bytes",
+                    crate::auth::MAX_USER_ID_LEN
+                )));
+            }
             self.user_id = Some(user_id);
             return self.outbox.send(ServerMessage::status_start());
         }
@@ -193,20 +199,14 @@ impl Connection {
         }
     }
 
-    /// The checks a query must pass before any work is done for it. A BUSY refusal costs no
-    /// rate-limit token, as it does no work either.
+    /// The checks a query must pass before any work is done for it. Every query of the client
+    /// counts against its rate (a burst into a session that is still answering is refused as
+    /// such, and the burst's sixth query within the minute as over the rate).
     fn admit(&mut self, user_id: &str, query: &ChatQuery, sid: &str) -> Result<Uuid, Refusal> {
         if query.user_id != user_id {
             return Err(Refusal::new(
                 "user_id does not match the one this connection was initialised with",
                 "USER_MISMATCH",
-            ));
-        }
-        let session_id = sid.parse::<Uuid>();
-        if session_id.as_ref().is_ok_and(|id| self.workflows.contains_key(id)) {
-            return Err(Refusal::new(
-                "a reply is still being written in this session; wait for it or cancel it",
-                BUSY,
             ));
         }
         if let Err(wait) = self.bucket.try_take(Instant::now()) {
@@ -217,6 +217,13 @@ impl Connection {
                     wait.as_secs() + 1
                 ),
                 "RATE_LIMITED",
+            ));
+        }
+        let session_id = sid.parse::<Uuid>();
+        if session_id.as_ref().is_ok_and(|id| self.workflows.contains_key(id)) {
+            return Err(Refusal::new(
+                "a reply is still being written in this session; wait for it or cancel it",
+                BUSY,
             ));
         }
         if let Some(text) = too_long(&query.query) {

@@ -463,11 +463,10 @@ async fn every_refused_query_still_ends_with_status_end() {
 }
 
 #[tokio::test]
-async fn a_busy_session_refuses_further_queries_without_spending_rate_tokens() {
+async fn a_burst_into_a_busy_session_is_refused_and_counts_against_the_rate() {
     let model = FakeOpenAi::start().await;
     let long = "First sentence arrives. ".repeat(10);
     model.push(Reply::text(long).chunk_delay(Duration::from_millis(25)));
-    model.push(Reply::text("Second answer."));
     let app = app_with_model(&model, None).await;
     let user = app.new_user().await.id;
     let session_id = new_session(&app, &user).await;
@@ -480,17 +479,19 @@ async fn a_busy_session_refuses_further_queries_without_spending_rate_tokens() {
             break;
         }
     }
-    // More queries than the bucket holds: had they spent tokens, the next real one would be refused.
-    for _ in 0..6 {
+    // Five more while the first is answered: the bucket (5 a minute) has four tokens left.
+    for _ in 0..5 {
         client.ask(&session_id, "And now?", json!({})).await;
     }
-    let (mut busy, mut refused_ends) = (0, 0);
+    let (mut busy, mut limited, mut refused_ends) = (0, 0, 0);
     loop {
         let message = client.next().await;
         match (message["type"].as_str(), message["data"]["isComplete"].as_bool()) {
+            (Some("error"), _) if message["data"]["code"] == "BUSY" => busy += 1,
             (Some("error"), _) => {
-                assert_eq!(message["data"]["code"], "BUSY", "{message}");
-                busy += 1;
+                assert_eq!(message["data"]["code"], "RATE_LIMITED", "{message}");
+                assert!(message["data"]["text"].as_str().unwrap().contains("wait"), "{message}");
+                limited += 1;
             }
             (Some("status"), Some(false)) => refused_ends += 1,
             (Some("status"), Some(true)) => break,
@@ -498,15 +499,10 @@ async fn a_busy_session_refuses_further_queries_without_spending_rate_tokens() {
         }
     }
     assert_eq!(
-        (busy, refused_ends),
-        (6, 0),
-        "a BUSY refusal sends no END: the running reply's END is the one that ends it"
+        (busy, limited, refused_ends),
+        (4, 1, 1),
+        "BUSY sends no END (the running reply's END ends it); the query over the rate gets its own"
     );
-
-    client.ask(&session_id, "Anything else?", json!({})).await;
-    let messages = client.until_end().await;
-    assert!(of_type(&messages, "error").is_empty(), "{messages:#?}");
-    assert_eq!(messages.last().unwrap()["data"]["isComplete"], true);
 }
 
 #[tokio::test]

@@ -617,6 +617,16 @@ async fn cloud_c_login_picks_the_first_enabled_subscription() {
     unknown["subscriptionId"] = json!("99999999-2222-4333-8444-555566667777");
     let response = app.send_as(&user, Method::POST, "/cloud_c/login", Some(&unknown)).await;
     assert_error(response, 400, "subscription_not_found").await;
+    // Longer than the token record's column: refused before anything is stored.
+    let mut long_name = cloud_c_login(&user);
+    long_name["subscriptionName"] = json!("n".repeat(256));
+    let response = app
+        .send_as(&user, Method::POST, "/cloud_c/login", Some(&long_name))
+        .await;
+    let error = assert_error(response, 400, "invalid_request").await;
+    assert!(error["error"].as_str().unwrap().contains("subscriptionName"), "{error}");
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_c/status", None).await;
+    assert_eq!(body["connected"], false, "{body}");
 
     let (status, body) = call(&app, &user, Method::POST, "/cloud_c/login", Some(cloud_c_login(&user))).await;
     assert_eq!(status, 200, "{body}");

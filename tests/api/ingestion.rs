@@ -131,6 +131,38 @@ async fn redelivery_is_idempotent() {
     assert_eq!(rows, 1, "no second source alert row");
 }
 
+/// A key longer than an index entry can hold (incompressible, 6,000 characters) is stored as its
+/// digest: accepted, deduplicated, and its recovery still finds its incident.
+#[tokio::test]
+async fn an_over_long_alert_key_is_ingested_deduplicated_and_recovered() {
+    use sha2::{Digest, Sha256};
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let long_key: String = (0..94u32)
+        .map(|n| hex::encode(Sha256::digest(n.to_be_bytes())))
+        .collect::<String>()[..6_000]
+        .to_owned();
+    let mut firing = fixture("source_a", "firing");
+    *firing.pointer_mut("/alerts/0/fingerprint").unwrap() = json!(long_key);
+    let first = post_alert(&app, &user, "/api/source_a/alerts", &firing).await;
+    let again = post_alert(&app, &user, "/api/source_a/alerts", &firing).await;
+    assert_eq!(first["alerts"], again["alerts"], "same alert id and incident");
+    let mut resolved = fixture("source_a", "resolved");
+    *resolved.pointer_mut("/alerts/0/fingerprint").unwrap() = json!(long_key);
+    let recovery = post_alert(&app, &user, "/api/source_a/alerts", &resolved).await;
+    assert_eq!(
+        recovery["alerts"][0]["incident_id"], first["alerts"][0]["incident_id"],
+        "the recovery attaches to the incident of the same key"
+    );
+    assert_eq!(incidents_of(&app, &user).await.len(), 1);
+    let stored: String = sqlx::query_scalar("SELECT DISTINCT alert_key FROM source_alerts WHERE user_id = $1")
+        .bind(&user)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert!(stored.starts_with("sha256:") && stored.len() == 71, "{stored}");
+}
+
 #[tokio::test]
 async fn an_unrelated_service_hours_apart_opens_a_second_incident() {
     let app = spawn_app().await;
@@ -468,6 +500,12 @@ async fn present_fields_of_the_wrong_type_are_400() {
         (
             "/api/source_c/alerts",
             bad("source_c", "/when", json!({"x": 1})),
+            "when",
+        ),
+        // An epoch near the end of time (year 262142, read as milliseconds) is not an alert's time.
+        (
+            "/api/source_c/alerts",
+            bad("source_c", "/when", json!(8_210_266_876_799_000_i64)),
             "when",
         ),
         ("/api/source_d/webhook", bad("source_d", "/tags", json!(42)), "tags"),

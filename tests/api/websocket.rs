@@ -65,6 +65,32 @@ async fn messages_before_init_get_an_error_and_the_socket_stays_usable() {
     assert_eq!(next_json(&mut socket).await["data"]["status"], "START");
 }
 
+/// A user id no chat session could hold is refused at `init`, as over HTTP; the socket stays usable.
+#[tokio::test]
+async fn an_init_user_id_over_255_bytes_is_refused() {
+    let app = spawn_app().await;
+    let (mut socket, _) = connect_async(format!("ws://{}/", app.ws_addr)).await.unwrap();
+    send_json(&mut socket, json!({ "type": "init", "user_id": "u".repeat(1_001) })).await;
+    let error = next_json(&mut socket).await;
+    assert_eq!(error["type"], "error");
+    assert!(error["data"]["text"].as_str().unwrap().contains("255"), "{error}");
+
+    send_json(
+        &mut socket,
+        json!({ "query": "hi", "user_id": "u".repeat(1_001), "session_id": Uuid::new_v4() }),
+    )
+    .await;
+    assert_eq!(
+        next_json(&mut socket).await["data"]["code"],
+        "INIT_REQUIRED",
+        "the refused init set no identity"
+    );
+    assert_eq!(next_json(&mut socket).await["data"]["status"], "END");
+
+    send_json(&mut socket, json!({ "type": "init", "user_id": "u".repeat(255) })).await;
+    assert_eq!(next_json(&mut socket).await["data"]["status"], "START");
+}
+
 async fn send_json(socket: &mut Socket, message: Value) {
     socket.send(Message::text(message.to_string())).await.unwrap();
 }

@@ -448,7 +448,8 @@ impl EpochUnit {
 }
 
 /// A point in time from an epoch number (or numeric string) in `unit`, or from RFC 3339 / ISO 8601 text; `None`
-/// for anything else, including times not after 1970. [`Obj::time`] tells the unset markers among those from garbage.
+/// for anything else, including times not after 1970 or past the year 9999. [`Obj::time`] tells the unset markers
+/// among those from garbage.
 fn timestamp(value: &Value, unit: EpochUnit) -> Option<DateTime<Utc>> {
     let parsed = match value {
         Value::Number(number) => epoch_parts_of_number(number).and_then(|(whole, nanos)| epoch(whole, nanos, unit)),
@@ -461,8 +462,12 @@ fn timestamp(value: &Value, unit: EpochUnit) -> Option<DateTime<Utc>> {
         }
         _ => None,
     };
-    parsed.filter(|time| time.timestamp() > 0)
+    parsed.filter(|time| time.timestamp() > 0 && time.timestamp() <= LATEST_EPOCH_SECONDS)
 }
+
+/// 9999-12-31T23:59:59Z: later epochs are garbage, and times near chrono's own limit (year 262142) would overflow
+/// when correlation reaches a window past them.
+const LATEST_EPOCH_SECONDS: i64 = 253_402_300_799;
 
 /// An epoch number as whole units plus the fraction of a unit in billionths.
 fn epoch_parts_of_number(number: &Number) -> Option<(i64, u32)> {
@@ -652,6 +657,18 @@ mod tests {
         let expected = utc("2026-11-20T07:55:00.123Z");
         assert_eq!(timestamp(&json!(1795161300123_i64), EpochUnit::Millis), Some(expected));
         assert_eq!(timestamp(&json!("1795161300123"), EpochUnit::Millis), Some(expected));
+    }
+
+    #[test]
+    fn times_past_the_year_9999_are_not_times() {
+        assert_eq!(
+            timestamp(&json!(253_402_300_799_000_i64), EpochUnit::Millis),
+            Some(utc("9999-12-31T23:59:59Z"))
+        );
+        assert_eq!(timestamp(&json!(253_402_300_800_000_i64), EpochUnit::Millis), None);
+        // Near chrono's own limit (year 262142): a correlation window reaching past it would overflow.
+        assert_eq!(timestamp(&json!(8_210_266_876_799_000_i64), EpochUnit::Millis), None);
+        assert_eq!(timestamp(&json!("8210266876799000"), EpochUnit::Seconds), None);
     }
 
     #[test]
