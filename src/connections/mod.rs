@@ -24,8 +24,7 @@ use serde_json::Value;
 use sha2::Sha256;
 use sqlx::PgPool;
 use vigil_aggregates::connection::{
-    connection_id, ConnectionCommand, ConnectionError, ConnectionStatus, Provider, MAX_ACCOUNT_ID_CHARS,
-    MAX_ACCOUNT_NAME_CHARS,
+    check_account_id, checked_name, connection_id, ConnectionCommand, ConnectionError, ConnectionStatus, Provider,
 };
 use vigil_projections::connections as read;
 use vigil_providers::{
@@ -445,19 +444,9 @@ pub async fn save_and_connect(
 ) -> Result<(), AppError> {
     // Checked before the credentials are stored, so that a refused connection leaves none behind.
     fields.check().map_err(AppError::invalid)?;
-    if account_id.trim().is_empty() || account_id.chars().count() > MAX_ACCOUNT_ID_CHARS {
-        return Err(AppError::invalid(format!(
-            "account_id must be 1 to {MAX_ACCOUNT_ID_CHARS} characters"
-        )));
-    }
-    if account_name
-        .as_ref()
-        .is_some_and(|name| name.trim().chars().count() > MAX_ACCOUNT_NAME_CHARS)
-    {
-        return Err(AppError::invalid(format!(
-            "account_name must be at most {MAX_ACCOUNT_NAME_CHARS} characters"
-        )));
-    }
+    check_account_id(account_id)
+        .and_then(|()| checked_name(account_name.clone()).map(drop))
+        .map_err(|error| AppError::from(AggregateError::UserError(error)))?;
     let secret_ref = state
         .connections
         .save(&state.db, user_id, provider, credentials, fields)

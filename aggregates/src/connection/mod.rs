@@ -232,12 +232,7 @@ impl Connection {
         if user_id.trim().is_empty() {
             return Err(ConnectionError::Invalid("a connection needs an owner".into()));
         }
-        let account_id_ok = !account_id.trim().is_empty() && account_id.chars().count() <= MAX_ACCOUNT_ID_CHARS;
-        if !account_id_ok {
-            return Err(ConnectionError::Invalid(format!(
-                "account_id must be 1 to {MAX_ACCOUNT_ID_CHARS} characters"
-            )));
-        }
+        check_account_id(account_id)?;
         if self.created && (self.user_id != user_id || self.provider != Some(provider) || self.account_id != account_id)
         {
             return Err(ConnectionError::NotFound);
@@ -330,7 +325,19 @@ impl Connection {
     }
 }
 
-fn checked_name(name: Option<String>) -> Result<Option<String>, ConnectionError> {
+/// The account id rule of `Connect` and `Reconnect`, for callers that check before they store anything.
+pub fn check_account_id(account_id: &str) -> Result<(), ConnectionError> {
+    if account_id.trim().is_empty() || account_id.chars().count() > MAX_ACCOUNT_ID_CHARS {
+        return Err(ConnectionError::Invalid(format!(
+            "account_id must be 1 to {MAX_ACCOUNT_ID_CHARS} characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The account name rule of `Connect` and `Reconnect`: trimmed, blank as none, at most
+/// [`MAX_ACCOUNT_NAME_CHARS`].
+pub fn checked_name(name: Option<String>) -> Result<Option<String>, ConnectionError> {
     let name = name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
     if name
         .as_ref()
