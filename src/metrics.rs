@@ -87,19 +87,21 @@ pub struct PlacementMetrics {
     phase_seconds: [Histogram; PlacementPhase::COUNT],
 }
 
-/// The steps of a batch, in order (the `phase` label).
+/// The steps of a batch, in order (the `phase` label). A batch on the fast path has no
+/// transaction to begin or commit and writes its read rows with the rest: its `begin`, `project`
+/// and `commit` are zero, and `record` includes the write's commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlacementPhase {
-    /// `BEGIN` and the users' locks.
+    /// `BEGIN` and the users' locks (the careful path).
     Begin,
     /// The one statement every decision reads from.
     Lookup,
     /// Decisions and the aggregate's commands, in memory (reading an incident's events when
     /// placement has not kept its state).
     Decide,
-    /// The deliveries and events written.
+    /// The deliveries and events written (on the fast path, the read rows too).
     Record,
-    /// The incidents' read rows written.
+    /// The incidents' read rows written (the careful path).
     Project,
     Commit,
 }

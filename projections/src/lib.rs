@@ -15,3 +15,37 @@ pub use projector::{Projector, ReadModel};
 pub use tail::{
     listen_for_appends, replay, AppendAnnouncer, EventConsumer, Payloads, StoredEvent, Tail, TailWakers, EVENTS_CHANNEL,
 };
+
+/// `sql` with each parameter `$n` renumbered `$(n + offset)`, so that a statement's parts written
+/// apart (a read model's row writes, say) can be put in one statement after other parameters.
+/// `sql` must hold no `$` but in parameters (no dollar quotes).
+pub fn renumbered(sql: &str, offset: usize) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut rest = sql;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        match rest[..digits].parse::<usize>() {
+            Ok(n) => out.push_str(&(n + offset).to_string()),
+            Err(_) => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod renumbered_tests {
+    use super::renumbered;
+
+    #[test]
+    fn every_parameter_moves_by_the_offset_and_nothing_else_changes() {
+        assert_eq!(
+            renumbered("unnest($1::uuid[], $10::text[]) WHERE a = $2 AND b = '$'", 27),
+            "unnest($28::uuid[], $37::text[]) WHERE a = $29 AND b = '$'"
+        );
+        assert_eq!(renumbered("SELECT 1", 5), "SELECT 1");
+    }
+}

@@ -1,37 +1,44 @@
-//! Places a batch of notifications (from any number of users) in one transaction: deduplicates
+//! Places a batch of notifications (from any number of users) at once: deduplicates
 //! each delivery against those recorded before, then attaches a recovery to its incident, or
 //! keeps an alert with the incident already holding its key, or correlates it with an open
 //! incident, or opens a new one.
 //!
 //! The decisions are made in memory from set-based reads, the resulting commands run through the
 //! Incident aggregate's own rules (`decide`), and their events, read rows and the placements are
-//! written with the batch and committed once. Batching is what makes an alert storm cheap: a
-//! commit and its round trips are shared by every alert of the batch. A batch takes five round
-//! trips whatever its size: `BEGIN` with the user locks; every read placement needs (with ids
-//! reserved for the new deliveries, and the read rows' versions); the new deliveries recorded,
-//! each with where it went, together with the events; the read rows (new incidents and the
-//! counts of those alerts joined, in one statement); `COMMIT`.
-//! Reading an incident's events (when placement has not kept its state) and a read row that lags
-//! its events (the projection's lock, versions, the missing events) cost more. The incidents'
-//! title embeddings are written by their own consumer of the event tail, off this path.
+//! written with the batch at once. Batching is what makes an alert storm cheap: a commit and its
+//! round trips are shared by every alert of the batch. An alert storm's batch takes two round
+//! trips whatever its size, each a statement that commits on its own: every read placement needs
+//! (with ids reserved for the new deliveries, the read rows' versions and the users' cursors), and
+//! one write of everything (the users' cursors moved on, the new deliveries, each with where it
+//! went, the events, the new incidents' rows and the counts of those alerts joined). Reading an
+//! incident's events (when placement has not kept its state) costs one more. A batch with a
+//! recovery, or with a read row that lags its events, takes the careful path: a transaction of
+//! five round trips or more ([`Mode`]). The incidents' title embeddings are written by their own
+//! consumer of the event tail, off this path.
 //!
-//! Serialization: every user of the batch is locked with a transaction-scoped advisory lock, so
-//! instances sharing the database never decide for one user at once (100 concurrent alerts of one
-//! service make one incident). An incident written meanwhile by another path (a PATCH, a merge)
-//! surfaces as an event-sequence conflict or a refused correlation; the batch is then re-placed.
+//! Serialization, so that instances sharing the database never decide for one user at once (100
+//! concurrent alerts of one service make one incident): a batch's write requires each of its
+//! users' cursors (`ingestion_cursors`) to be where its read found them, and moves them on; a
+//! batch overtaken by another is placed again on the careful path, which also takes a
+//! transaction-scoped advisory lock on every user of the batch first, so that racing writers take
+//! turns. An incident written meanwhile by another path (a PATCH, a merge) surfaces as an
+//! event-sequence conflict or a refused correlation; the batch is then re-placed.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::LazyLock,
+};
 
 use chrono::{DateTime, Utc};
 use cqrs_es::{Aggregate, DomainEvent, EventEnvelope};
-use sqlx::{types::Json, PgConnection, PgPool, Postgres, Transaction};
+use sqlx::{types::Json, PgConnection, PgPool};
 use uuid::Uuid;
 use vigil_aggregates::{
     correlation::{best_match, CandidateIncident, CorrelationConfig, NewAlert},
     incident::{Correlation, Incident, IncidentCommand, IncidentError},
 };
 use vigil_projections::{
-    incidents::{CandidateRow, IncidentsReadModel, UserCandidateRow},
+    incidents::{CandidateRow, IncidentsReadModel, RowWrites, UserCandidateRow},
     AppendAnnouncer, ProjectionError, Projector, StoredEvent,
 };
 
@@ -46,6 +53,8 @@ use crate::{
 };
 
 const ACTOR: Actor<'static> = Actor::System("ingestion");
+/// What `placement_conflict` raises (the migration `ingestion_cursors`).
+const SERIALIZATION_FAILURE: &str = "40001";
 /// How often a batch is re-placed after losing a race with another writer of an incident.
 const MAX_ATTEMPTS: u32 = 8;
 
@@ -129,6 +138,8 @@ enum Abort {
         incident_id: Uuid,
         remembered: bool,
     },
+    /// The fast path cannot take this batch (see [`Mode`]); the careful one can.
+    NeedsCare,
     Failed(PlacementError),
 }
 
@@ -210,9 +221,11 @@ impl Placer {
     ) -> Result<Vec<Vec<IngestedAlert>>, PlacementError> {
         let mut stale = HashSet::new();
         let mut conflicts = 0;
+        let mut mode = Mode::for_batch(batch);
         loop {
-            match self.try_place(conn, batch, &stale).await {
+            match self.try_place(conn, batch, &stale, mode).await {
                 Ok(outcomes) => return Ok(outcomes),
+                Err(Abort::NeedsCare) => mode = Mode::Careful,
                 Err(Abort::StaleCandidate {
                     incident_id,
                     remembered: true,
@@ -231,6 +244,8 @@ impl Placer {
                     if conflicts >= MAX_ATTEMPTS {
                         return Err(PlacementError::Contended);
                     }
+                    // Under the users' locks, so that writers racing for the same users take turns.
+                    mode = Mode::Careful;
                     let backoff_ms = rand::Rng::random_range(&mut rand::rng(), 1..=5 * u64::from(conflicts));
                     tokio::time::sleep(std::time::Duration::from_millis(backoff_ms)).await;
                 }
@@ -239,12 +254,42 @@ impl Placer {
         }
     }
 
+    /// One attempt at the batch: on the fast path, its read and its write (each a statement,
+    /// each its own transaction); on the careful path, the same in a transaction that holds the
+    /// users' locks from the start, with the read rows projected after the write.
     async fn try_place(
         &self,
         conn: &mut PgConnection,
         batch: &[Notification],
         stale: &HashSet<Uuid>,
+        mode: Mode,
     ) -> Result<Vec<Vec<IngestedAlert>>, Abort> {
+        let mut clock = PhaseClock::start();
+        let placed = match mode {
+            Mode::Fast => self.decide_and_write(conn, batch, stale, mode, &mut clock).await?,
+            Mode::Careful => {
+                let mut tx = sqlx::Connection::begin_with(conn, begin_locking_users(batch)).await?;
+                clock.lap(PlacementPhase::Begin);
+                let placed = self.decide_and_write(&mut tx, batch, stale, mode, &mut clock).await?;
+                tx.commit().await?;
+                clock.lap(PlacementPhase::Commit);
+                placed
+            }
+        };
+        self.metrics.observe_batch(placed.alerts, &clock);
+        self.announcer.announce(Incident::TYPE);
+        self.remember(placed.states);
+        Ok(placed.outcomes)
+    }
+
+    async fn decide_and_write(
+        &self,
+        conn: &mut PgConnection,
+        batch: &[Notification],
+        stale: &HashSet<Uuid>,
+        mode: Mode,
+        clock: &mut PhaseClock,
+    ) -> Result<Placed, Abort> {
         let items: Vec<Item> = batch
             .iter()
             .enumerate()
@@ -257,11 +302,8 @@ impl Placer {
                 })
             })
             .collect();
-        let mut clock = PhaseClock::start();
-        let mut tx = sqlx::Connection::begin_with(conn, begin_locking_users(batch)).await?;
-        clock.lap(PlacementPhase::Begin);
         let windows = self.candidate_windows(items.iter().filter(|item| !item.alert.resolved));
-        let found = look_up(&mut tx, &items, &windows, self.max_correlated()).await?;
+        let found = look_up(conn, &items, &windows, self.max_correlated()).await?;
         clock.lap(PlacementPhase::Lookup);
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
         // The first item of each delivery not recorded before places it (with the id reserved
@@ -367,19 +409,29 @@ impl Placer {
             }
             plan.placements.push((index, alert_id, placement));
         }
-        let (streams, states) = self.run_commands(&mut tx, &plan).await?;
+        let (streams, states) = self.run_commands(conn, &plan).await?;
         clock.lap(PlacementPhase::Decide);
-        record_and_append(&mut tx, &items, &plan.placements, &streams).await?;
+        let runs: Vec<Vec<&EventEnvelope<Incident>>> = match mode {
+            Mode::Fast => streams.iter().map(|(_, events)| events.iter().collect()).collect(),
+            Mode::Careful => Vec::new(),
+        };
+        let (rows, rest) = RowWrites::split(&runs);
+        let rows_follow_reads = streams.iter().all(|(aggregate_id, events)| {
+            events.first().is_none_or(|first| {
+                first.sequence == 1 || versions_seen.get(aggregate_id) == Some(&(first.sequence as i64 - 1))
+            })
+        });
+        if mode == Mode::Fast && !(rest.is_empty() && rows_follow_reads) {
+            return Err(Abort::NeedsCare);
+        }
+        write_batch(conn, &items, &plan.placements, &streams, &found.cursors, &rows).await?;
         clock.lap(PlacementPhase::Record);
-        self.projector
-            .project_appended_in(&mut tx, &streams, &versions_seen)
-            .await?;
-        clock.lap(PlacementPhase::Project);
-        tx.commit().await?;
-        clock.lap(PlacementPhase::Commit);
-        self.metrics.observe_batch(items.len(), &clock);
-        self.announcer.announce(Incident::TYPE);
-        self.remember(states);
+        if mode == Mode::Careful {
+            self.projector
+                .project_appended_in(conn, &streams, &versions_seen)
+                .await?;
+            clock.lap(PlacementPhase::Project);
+        }
         let placed: HashMap<&Delivery, IngestedAlert> = plan
             .placements
             .iter()
@@ -408,7 +460,11 @@ impl Placer {
             };
             outcomes[item.notification].push(outcome);
         }
-        Ok(outcomes)
+        Ok(Placed {
+            outcomes,
+            states,
+            alerts: items.len(),
+        })
     }
 
     /// For each user of `items`: the span within which open incidents may take their alerts (each
@@ -454,7 +510,7 @@ impl Placer {
 
     /// Runs each incident's commands through the aggregate, in order, from its current state.
     /// Returns the events to append and the incidents' states after them.
-    async fn run_commands(&self, tx: &mut Transaction<'_, Postgres>, plan: &Plan) -> Result<Commanded, Abort> {
+    async fn run_commands(&self, conn: &mut PgConnection, plan: &Plan) -> Result<Commanded, Abort> {
         let opened: HashSet<Uuid> = plan.opened.iter().copied().collect();
         // Taken out rather than cloned (an incident carries its alerts): an attempt that does not
         // commit leaves them to be read again from their events.
@@ -480,7 +536,7 @@ impl Placer {
             ))
             .bind(Incident::TYPE)
             .bind(&unknown)
-            .fetch_all(&mut **tx)
+            .fetch_all(&mut *conn)
             .await?;
             for event in &stored {
                 let envelope = event.envelope::<Incident>()?;
@@ -546,6 +602,45 @@ impl Placer {
         let mut known = self.known.lock().expect("placement cache lock");
         known.retain(|_, (incident, _)| !users.contains(incident.user_id()));
     }
+}
+
+/// How an attempt at a batch runs.
+///
+/// `Fast`: the read (every lookup, in one statement) and the write (the deliveries, the events
+/// and the incidents' read rows, in one statement) each commit on their own: two round trips.
+/// The users' cursors make it safe: the write goes through only if no batch of these users was
+/// placed since the read. It takes a batch whose events are openings and correlations of
+/// incidents whose read rows are as the read found them (an alert storm).
+///
+/// `Careful`: in one transaction that takes the users' locks first, with the read rows projected
+/// after the write (a recovery's events, a read row behind its events): five round trips or more.
+/// A batch that lost a race on the fast path is placed again this way, where racing writers take
+/// turns.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Fast,
+    Careful,
+}
+
+impl Mode {
+    /// Recoveries make events the fast path cannot project (an alert resolved, a resolution
+    /// requested): their batch goes the careful way from the start rather than after a wasted read.
+    fn for_batch(batch: &[Notification]) -> Self {
+        let recovers = batch.iter().flat_map(|n| &n.alerts).any(|alert| alert.resolved);
+        if recovers {
+            Self::Careful
+        } else {
+            Self::Fast
+        }
+    }
+}
+
+/// What a written attempt leaves: the outcomes, in the notifications' order; the incidents'
+/// states after it, to remember once it is committed; how many alerts it held.
+struct Placed {
+    outcomes: Vec<Vec<IngestedAlert>>,
+    states: HashMap<Uuid, (Incident, usize)>,
+    alerts: usize,
 }
 
 type Commanded = (
@@ -699,6 +794,8 @@ struct Found {
     /// with its read row's version.
     group_incidents: Vec<(usize, Uuid, Option<i64>)>,
     candidates: Vec<UserCandidateRow>,
+    /// Each user's `ingestion_cursors.placed` as read (0 for a user never placed).
+    cursors: Vec<(String, i64)>,
 }
 
 impl Found {
@@ -732,16 +829,18 @@ struct DeliveryRow {
 /// In one statement (one round trip), what placement decides from: for each item, its delivery's
 /// row if an earlier notification recorded it, else a fresh id from the table's sequence; the
 /// incidents holding the items' keys; the incidents of the recoveries' groups; every user's
-/// correlation candidates. The reads run on the statement's snapshot, taken after the users'
-/// locks: they see every earlier batch of these users, which is what makes the deliveries'
-/// deduplication safe without inserting first. Lookups run for every item, recorded before or
-/// not; placement uses those of the fresh ones. The results come back as JSON columns of one row.
+/// correlation candidates; every user's cursor. The reads share the statement's snapshot, and the
+/// batch's write requires the cursors to be where that snapshot found them: so whatever the batch
+/// decides from these reads, no batch of these users has been placed since, which is what makes
+/// the deliveries' deduplication safe without inserting first. Lookups run for every item,
+/// recorded before or not; placement uses those of the fresh ones. The results come back as JSON
+/// columns of one row.
 ///
 /// Every lookup is a lateral key lookup, so that its plan stays an index scan whatever the
 /// tables' statistics said when the (generic) plan was made: a join against the unnested items
 /// was planned, on a young table, as a scan of the whole table, and kept as it grew.
 async fn look_up(
-    tx: &mut Transaction<'_, Postgres>,
+    conn: &mut PgConnection,
     items: &[Item<'_>],
     windows: &[CandidateWindow<'_>],
     max_correlated: i32,
@@ -751,8 +850,15 @@ async fn look_up(
         Json<Vec<(usize, Uuid)>>,
         Json<Vec<(usize, Uuid, Option<i64>)>>,
         Json<Vec<UserCandidateRow>>,
+        Json<Vec<(String, i64)>>,
     );
-    let (deliveries, key_holders, group_incidents, candidates): Lookups = sqlx::query_as(
+    let users: Vec<&str> = items
+        .iter()
+        .map(|item| item.user_id)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let (deliveries, key_holders, group_incidents, candidates, cursors): Lookups = sqlx::query_as(
         "WITH items AS (
              SELECT (ordinality - 1)::int AS index, user_id, source_type, alert_key, group_key, alert_state,
                     fired_at, resolved, kind
@@ -827,7 +933,10 @@ async fn look_up(
                     AND i.correlated_alert_count < $11
                   ORDER BY i.last_alert_at DESC
                   LIMIT 200
-              ) c)",
+              ) c),
+             (SELECT json_agg(json_build_array(u.user_id, COALESCE(c.placed, 0)))
+              FROM unnest($13::text[]) AS u(user_id)
+              LEFT JOIN ingestion_cursors c ON c.user_id = u.user_id)",
     )
     .bind(items.iter().map(|item| item.user_id).collect::<Vec<_>>())
     .bind(items.iter().map(|item| item.alert.source.as_str()).collect::<Vec<_>>())
@@ -846,7 +955,8 @@ async fn look_up(
     .bind(windows.iter().map(|w| w.2).collect::<Vec<_>>())
     .bind(max_correlated)
     .bind(items.iter().map(|item| item.alert.kind.as_str()).collect::<Vec<_>>())
-    .fetch_one(&mut **tx)
+    .bind(&users)
+    .fetch_one(conn)
     .await?;
     if deliveries.0.len() != items.len() {
         return Err(sqlx::Error::Protocol("the delivery lookup lost items".into()));
@@ -856,20 +966,64 @@ async fn look_up(
         key_holders: key_holders.0,
         group_incidents: group_incidents.0,
         candidates: candidates.0,
+        cursors: cursors.0,
     })
 }
 
-/// Records the batch's new deliveries, each with where it went, and appends the events as
-/// postgres-es would (same columns, same JSON), in one statement. The events are marked
-/// `projected`: this transaction applies them to the incidents read model before it commits. A sequence taken by
-/// another writer meanwhile is a conflict (as is, though the users' locks should rule it out, a
-/// delivery recorded meanwhile).
-async fn record_and_append(
+/// Writes a batch in one statement, which commits on its own when no transaction is open: moves
+/// its users' cursors on (each must be where the batch's read found it), records the new
+/// deliveries, each with where it went, appends the events as postgres-es would (same columns,
+/// same JSON), and writes `rows`, the incidents' read rows. The events are marked `projected`:
+/// their rows are written here, or (the careful path) by this transaction before it commits.
+/// Another writer's batch of these users placed meanwhile, a sequence taken, a read row moved or
+/// (though the cursors should rule it out) a delivery recorded meanwhile is a conflict, and the
+/// statement writes nothing.
+async fn write_batch(
     conn: &mut PgConnection,
     items: &[Item<'_>],
     placements: &[Placement],
     streams: &[(String, Vec<EventEnvelope<Incident>>)],
+    cursors: &[(String, i64)],
+    rows: &RowWrites<'_>,
 ) -> Result<(), Abort> {
+    static STATEMENT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "WITH bumped AS (
+                 INSERT INTO ingestion_cursors (user_id, placed)
+                 SELECT user_id, seen + 1 FROM unnest($28::text[], $29::bigint[]) AS c(user_id, seen)
+                 ON CONFLICT (user_id) DO UPDATE SET placed = EXCLUDED.placed
+                     WHERE ingestion_cursors.placed = EXCLUDED.placed - 1
+                 RETURNING 1
+             ), recorded AS (
+                 INSERT INTO source_alerts (id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind,
+                     alert_uid, alert_title, rule_name, rule_url, dashboard_url, panel_url, alert_service,
+                     alert_environment, alert_severity, fired_at, payload, incident_id, correlated)
+                 SELECT id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_key,
+                     alert_title, rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment,
+                     alert_severity, fired_at, payload::json, incident_id, correlated
+                 FROM unnest($8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
+                     $14::bool[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],
+                     $21::text[], $22::text[], $23::text[], $24::timestamptz[], $25::text[], $26::uuid[], $27::bool[])
+                     AS a(id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_title,
+                          rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment,
+                          alert_severity, fired_at, payload, incident_id, correlated)
+             ), appended AS (
+                 INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload,
+                     metadata, projected)
+                 SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json,
+                     metadata::json, true
+                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
+                     AS e(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
+             ), {rows}
+             SELECT CASE
+                 WHEN (SELECT count(*) FROM bumped) <> cardinality($28::text[])
+                     THEN placement_conflict('alerts of these users were placed since the batch read them')
+                 WHEN (SELECT count(*) FROM joined) <> $30
+                     THEN placement_conflict('an incident''s read row was written since the batch read it')
+             END",
+            rows = RowWrites::ctes(31)
+        )
+    });
     let events: Vec<(&str, &EventEnvelope<Incident>, String, String)> = streams
         .iter()
         .flat_map(|(aggregate_id, events)| events.iter().map(move |event| (aggregate_id.as_str(), event)))
@@ -893,84 +1047,69 @@ async fn record_and_append(
     let optional = |f: fn(&NormalizedAlert) -> Option<&str>| -> Vec<Option<&str>> {
         alerts.iter().map(|item| f(item.alert)).collect()
     };
-    let result = sqlx::query(
-        "WITH recorded AS (
-             INSERT INTO source_alerts (id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind,
-                 alert_uid, alert_title, rule_name, rule_url, dashboard_url, panel_url, alert_service,
-                 alert_environment, alert_severity, fired_at, payload, incident_id, correlated)
-             SELECT id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_key, alert_title,
-                 rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment, alert_severity,
-                 fired_at, payload::json, incident_id, correlated
-             FROM unnest($8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bool[],
-                 $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[],
-                 $22::text[], $23::text[], $24::timestamptz[], $25::text[], $26::uuid[], $27::bool[])
-                 AS a(id, user_id, source_type, alert_key, group_key, alert_state, resolved, kind, alert_title,
-                      rule_name, rule_url, dashboard_url, panel_url, alert_service, alert_environment,
-                      alert_severity, fired_at, payload, incident_id, correlated)
-         )
-         INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata,
-             projected)
-         SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json, metadata::json, true
-         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
-             AS e(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)",
-    )
-    .bind(vec![Incident::TYPE; events.len()])
-    .bind(events.iter().map(|e| e.0).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.1.sequence as i64).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.1.payload.event_type()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.1.payload.event_version()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.2.as_str()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.3.as_str()).collect::<Vec<_>>())
-    .bind(placements.iter().map(|&(_, alert_id, _)| alert_id).collect::<Vec<_>>())
-    .bind(alerts.iter().map(|item| item.user_id).collect::<Vec<_>>())
-    .bind(text(|a| a.source.as_str()))
-    .bind(text(|a| a.key.as_str()))
-    .bind(text(|a| a.group_key.as_str()))
-    .bind(text(|a| a.state.as_str()))
-    .bind(alerts.iter().map(|item| item.alert.resolved).collect::<Vec<_>>())
-    .bind(text(|a| a.kind.as_str()))
-    .bind(text(|a| a.title.as_str()))
-    .bind(optional(|a| a.rule_name.as_deref()))
-    .bind(optional(|a| a.source_url.as_deref()))
-    .bind(optional(|a| a.dashboard_url.as_deref()))
-    .bind(optional(|a| a.panel_url.as_deref()))
-    .bind(optional(|a| a.service.as_deref()))
-    .bind(optional(|a| a.environment.as_deref()))
-    .bind(
-        alerts
-            .iter()
-            .map(|item| {
-                item.alert
-                    .severity
-                    .as_deref()
-                    .map(|s| s.chars().take(20).collect::<String>())
-            })
-            .collect::<Vec<_>>(),
-    )
-    .bind(alerts.iter().map(|item| item.alert.fired_at).collect::<Vec<_>>())
-    .bind(
-        alerts
-            .iter()
-            .map(|item| item.prepared.raw_json.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        placements
-            .iter()
-            .map(|&(.., placed)| placed.map(|(id, _)| id))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        placements
-            .iter()
-            .map(|&(.., placed)| placed.is_some_and(|(_, correlated)| correlated))
-            .collect::<Vec<_>>(),
-    )
-    .execute(conn)
-    .await;
-    match result {
+    let query = sqlx::query(&STATEMENT)
+        .bind(vec![Incident::TYPE; events.len()])
+        .bind(events.iter().map(|e| e.0).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.1.sequence as i64).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.1.payload.event_type()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.1.payload.event_version()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.2.as_str()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.3.as_str()).collect::<Vec<_>>())
+        .bind(placements.iter().map(|&(_, alert_id, _)| alert_id).collect::<Vec<_>>())
+        .bind(alerts.iter().map(|item| item.user_id).collect::<Vec<_>>())
+        .bind(text(|a| a.source.as_str()))
+        .bind(text(|a| a.key.as_str()))
+        .bind(text(|a| a.group_key.as_str()))
+        .bind(text(|a| a.state.as_str()))
+        .bind(alerts.iter().map(|item| item.alert.resolved).collect::<Vec<_>>())
+        .bind(text(|a| a.kind.as_str()))
+        .bind(text(|a| a.title.as_str()))
+        .bind(optional(|a| a.rule_name.as_deref()))
+        .bind(optional(|a| a.source_url.as_deref()))
+        .bind(optional(|a| a.dashboard_url.as_deref()))
+        .bind(optional(|a| a.panel_url.as_deref()))
+        .bind(optional(|a| a.service.as_deref()))
+        .bind(optional(|a| a.environment.as_deref()))
+        .bind(
+            alerts
+                .iter()
+                .map(|item| {
+                    item.alert
+                        .severity
+                        .as_deref()
+                        .map(|s| s.chars().take(20).collect::<String>())
+                })
+                .collect::<Vec<_>>(),
+        )
+        .bind(alerts.iter().map(|item| item.alert.fired_at).collect::<Vec<_>>())
+        .bind(
+            alerts
+                .iter()
+                .map(|item| item.prepared.raw_json.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            placements
+                .iter()
+                .map(|&(.., placed)| placed.map(|(id, _)| id))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            placements
+                .iter()
+                .map(|&(.., placed)| placed.is_some_and(|(_, correlated)| correlated))
+                .collect::<Vec<_>>(),
+        )
+        .bind(cursors.iter().map(|(user_id, _)| user_id.as_str()).collect::<Vec<_>>())
+        .bind(cursors.iter().map(|&(_, placed)| placed).collect::<Vec<_>>())
+        .bind(rows.updates() as i64);
+    match rows.bind(query).execute(conn).await {
         Ok(_) => Ok(()),
-        Err(sqlx::Error::Database(error)) if error.is_unique_violation() => Err(Abort::Conflict),
+        Err(sqlx::Error::Database(error))
+            if error.is_unique_violation() || error.code().as_deref() == Some(SERIALIZATION_FAILURE) =>
+        {
+            Err(Abort::Conflict)
+        }
         Err(error) => Err(error.into()),
     }
 }

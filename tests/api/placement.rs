@@ -1,5 +1,6 @@
-//! Batched placement: one transaction places several users' notifications exactly as placing them
-//! one by one would, and a read row that lags its events never loses an alert.
+//! Batched placement: one batch places several users' notifications exactly as placing them one
+//! by one would, a read row that lags its events never loses an alert, and two instances placing
+//! for one user at once decide as if one after the other.
 
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -300,6 +301,55 @@ async fn a_full_incident_leaves_the_candidates_and_the_next_alert_opens_another(
     assert_eq!(live, [(placed[0].clone(), false), (placed[3].clone(), true)]);
     app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
     assert_eq!(takes_alerts().await, live, "a replay reads the same from the events");
+}
+
+/// Two instances deciding for one user at once, each reading before the other writes: both would
+/// open an incident. The write that comes second finds the user's cursor moved on, writes
+/// nothing, and its batch is placed again, into the first one's incident.
+#[tokio::test]
+async fn two_instances_placing_for_one_user_at_once_open_one_incident() {
+    let app = spawn_app_without_workers().await;
+    let user = app.new_user().await.id;
+    sqlx::query("INSERT INTO ingestion_cursors (user_id, placed) VALUES ($1, 0)")
+        .bind(&user)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    // Holds both writes back (they move the cursor) until both reads are done.
+    let mut hold = app.db.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM ingestion_cursors WHERE user_id = $1 FOR UPDATE")
+        .bind(&user)
+        .execute(&mut *hold)
+        .await
+        .unwrap();
+    let race = |placer: Placer, notification: Notification| {
+        tokio::spawn(async move {
+            let mut conn = placer.connect().await.unwrap();
+            let mut placed = placer.place(&mut conn, &[notification]).await.unwrap();
+            placed.remove(0).remove(0)
+        })
+    };
+    let firing = race(placer(&app), notification(&user, "firing"));
+    let related = race(placer(&app), notification(&user, "related"));
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    hold.commit().await.unwrap();
+    let (firing, related) = (firing.await.unwrap(), related.await.unwrap());
+
+    let incidents = all_incidents(&app.db).await.unwrap();
+    assert_eq!(incidents.len(), 1, "{firing:?} {related:?}");
+    assert_eq!(firing.incident_id, related.incident_id);
+    assert_eq!(
+        [firing.correlated, related.correlated].iter().filter(|c| **c).count(),
+        1,
+        "one opened the incident, the other joined it"
+    );
+    assert_eq!(incidents[0].correlated_alert_count, 1);
+    let placed: i64 = sqlx::query_scalar("SELECT placed FROM ingestion_cursors WHERE user_id = $1")
+        .bind(&user)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(placed, 2, "each batch moved the cursor on once");
 }
 
 #[tokio::test]

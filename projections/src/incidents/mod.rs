@@ -5,6 +5,8 @@ mod queries;
 
 use chrono::{DateTime, Utc};
 use cqrs_es::EventEnvelope;
+use std::sync::LazyLock;
+
 use sqlx::{types::Json, PgConnection};
 use uuid::Uuid;
 use vigil_aggregates::incident::{AlertInfo, Incident, IncidentEvent};
@@ -43,14 +45,18 @@ impl ReadModel<Incident> for IncidentsReadModel {
         let touch = "UPDATE incidents SET updated_at = $2, version = $3 WHERE id = $1";
         match &event.payload {
             E::IncidentOpened { .. } => {
-                let opening: Vec<Opening> = Opening::new(event, None).into_iter().collect();
-                write_rows(conn, &opening, &[]).await?;
+                let writes = RowWrites {
+                    openings: Opening::new(event, None).into_iter().collect(),
+                    joined: Vec::new(),
+                };
+                write_rows(conn, &writes).await?;
             }
             E::AlertCorrelated { alert, filled, .. } => {
-                write_rows(conn, &[], &[AlertsJoined::new(event, vec![alert], *filled)]).await?;
+                write_rows(conn, &RowWrites::joined(AlertsJoined::new(event, vec![alert], *filled))).await?;
             }
             E::IncidentAbsorbed { alerts, .. } => {
-                write_rows(conn, &[], &[AlertsJoined::new(event, alerts.iter().collect(), false)]).await?;
+                let joined = AlertsJoined::new(event, alerts.iter().collect(), false);
+                write_rows(conn, &RowWrites::joined(joined)).await?;
             }
             E::StatusChanged {
                 status, analyzed_at, ..
@@ -133,24 +139,8 @@ impl ReadModel<Incident> for IncidentsReadModel {
         conn: &mut PgConnection,
         runs: &[Vec<&EventEnvelope<Incident>>],
     ) -> Result<(), ProjectionError> {
-        let mut openings = Vec::new();
-        let mut joined = Vec::new();
-        let mut rest = Vec::new();
-        for run in runs {
-            let (opened, after) = match run.split_first() {
-                Some((first, after)) if matches!(first.payload, IncidentEvent::IncidentOpened { .. }) => {
-                    (Some(*first), after)
-                }
-                _ => (None, run.as_slice()),
-            };
-            let (alerts, after) = AlertsJoined::leading(after);
-            match opened {
-                Some(opened) => openings.extend(Opening::new(opened, alerts)),
-                None => joined.extend(alerts),
-            }
-            rest.push(after);
-        }
-        write_rows(conn, &openings, &joined).await?;
+        let (writes, rest) = RowWrites::split(runs);
+        write_rows(conn, &writes).await?;
         for run in rest {
             for event in run {
                 self.apply(conn, event).await?;
@@ -307,91 +297,177 @@ impl<'a> AlertsJoined<'a> {
 /// Inserts new incidents' rows and folds alerts that joined existing incidents into their counts,
 /// services and last alert times, in one statement for any number of incidents. The alerts
 /// themselves are read from the incidents' events ([`correlated_alerts`]).
-async fn write_rows(
-    conn: &mut PgConnection,
-    openings: &[Opening<'_>],
-    joined: &[AlertsJoined<'_>],
-) -> Result<(), ProjectionError> {
-    if openings.is_empty() && joined.is_empty() {
+async fn write_rows(conn: &mut PgConnection, writes: &RowWrites<'_>) -> Result<(), ProjectionError> {
+    static STATEMENT: LazyLock<String> = LazyLock::new(|| format!("WITH {} SELECT 1", RowWrites::ctes(1)));
+    if writes.is_empty() {
         return Ok(());
     }
-    let column =
-        |f: fn(&AlertInfo) -> Option<&str>| -> Vec<Option<&str>> { openings.iter().map(|o| f(o.alert)).collect() };
-    sqlx::query(
-        "WITH opened AS (
-             INSERT INTO incidents (id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
-                 alert_environment, alert_source_url, alert_metadata, started_at, last_alert_at, created_at,
-                 updated_at, correlated_alert_count, affected_services, takes_alerts, version)
-             SELECT id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
-                 alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined,
-                 ARRAY(SELECT DISTINCT unnest(ARRAY(SELECT jsonb_array_elements_text(services))) ORDER BY 1),
-                 NOT filled, version
-             FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
-                     $8::text[], $9::text[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
-                     $14::timestamptz[], $15::int[], $16::jsonb[], $17::bool[], $18::bigint[])
-                 AS o(id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
-                      alert_environment, alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at,
-                      updated_at, joined, services, filled, version)
-         )
-         UPDATE incidents SET
-             correlated_alert_count = correlated_alert_count + u.joined,
-             affected_services = ARRAY(
-                 SELECT DISTINCT unnest(affected_services || ARRAY(SELECT jsonb_array_elements_text(u.services)))
-                 ORDER BY 1),
-             last_alert_at = GREATEST(last_alert_at, COALESCE(u.latest, last_alert_at)),
-             takes_alerts = takes_alerts AND NOT u.filled,
-             updated_at = u.at, version = u.version
-         FROM unnest($19::uuid[], $20::timestamptz[], $21::bigint[], $22::int[], $23::jsonb[], $24::timestamptz[],
-                 $25::bool[])
-             AS u(id, at, version, joined, services, latest, filled)
-         WHERE incidents.id = u.id",
-    )
-    .bind(openings.iter().map(|o| *o.incident_id).collect::<Vec<_>>())
-    .bind(openings.iter().map(|o| o.user_id).collect::<Vec<_>>())
-    .bind(
-        openings
-            .iter()
-            .map(|o| o.alert.source_type.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(openings.iter().map(|o| o.alert.source_alert_id).collect::<Vec<_>>())
-    .bind(column(|a| a.severity.as_deref()))
-    .bind(openings.iter().map(|o| o.alert.title.as_str()).collect::<Vec<_>>())
-    .bind(column(|a| a.service.as_deref()))
-    .bind(column(|a| a.environment.as_deref()))
-    .bind(column(|a| a.source_url.as_deref()))
-    .bind(openings.iter().map(|o| Json(&o.alert.metadata)).collect::<Vec<_>>())
-    .bind(openings.iter().map(|o| o.alert.fired_at).collect::<Vec<_>>())
-    .bind(openings.iter().map(Opening::last_alert_at).collect::<Vec<_>>())
-    .bind(openings.iter().map(|o| o.opened_at).collect::<Vec<_>>())
-    .bind(openings.iter().map(|o| o.updated_at).collect::<Vec<_>>())
-    .bind(
-        openings
-            .iter()
-            .map(|o| o.joined.as_ref().map_or(0, |joined| joined.alerts.len() as i32))
-            .collect::<Vec<_>>(),
-    )
-    .bind(openings.iter().map(|o| Json(o.services())).collect::<Vec<_>>())
-    .bind(
-        openings
-            .iter()
-            .map(|o| o.joined.as_ref().is_some_and(|joined| joined.filled))
-            .collect::<Vec<_>>(),
-    )
-    .bind(openings.iter().map(|o| o.version).collect::<Vec<_>>())
-    .bind(joined.iter().map(|group| group.incident_id).collect::<Vec<_>>())
-    .bind(joined.iter().map(|group| group.at).collect::<Vec<_>>())
-    .bind(joined.iter().map(|group| group.version).collect::<Vec<_>>())
-    .bind(joined.iter().map(|group| group.alerts.len() as i32).collect::<Vec<_>>())
-    .bind(
-        joined
-            .iter()
-            .map(|group| Json(group.services().collect::<Vec<_>>()))
-            .collect::<Vec<_>>(),
-    )
-    .bind(joined.iter().map(AlertsJoined::latest).collect::<Vec<_>>())
-    .bind(joined.iter().map(|group| group.filled).collect::<Vec<_>>())
-    .execute(conn)
-    .await?;
+    writes.bind(sqlx::query(&STATEMENT)).execute(conn).await?;
     Ok(())
 }
+
+/// The read rows that runs of incident events write in one statement: new incidents' rows (with
+/// the alerts that joined them in the same run folded in) and the alerts that joined existing
+/// incidents. A writer that appends the events may put these writes in a statement of its own
+/// ([`RowWrites::ctes`]): placement appends a batch's events and writes their rows at once.
+pub struct RowWrites<'a> {
+    openings: Vec<Opening<'a>>,
+    joined: Vec<AlertsJoined<'a>>,
+}
+
+impl<'a> RowWrites<'a> {
+    /// How many parameters [`RowWrites::ctes`] takes.
+    pub const PARAMETERS: usize = 25;
+
+    /// The row writes that lead each run (an opening, then correlated alerts), and per run the
+    /// events after them, to be applied one by one once the rows are written.
+    pub fn split<'r>(runs: &'r [Vec<&'a EventEnvelope<Incident>>]) -> (Self, Vec<&'r [&'a EventEnvelope<Incident>]>) {
+        let mut writes = Self {
+            openings: Vec::new(),
+            joined: Vec::new(),
+        };
+        let mut rest = Vec::new();
+        for run in runs {
+            let (opened, after) = match run.split_first() {
+                Some((first, after)) if matches!(first.payload, IncidentEvent::IncidentOpened { .. }) => {
+                    (Some(*first), after)
+                }
+                _ => (None, run.as_slice()),
+            };
+            let (alerts, after) = AlertsJoined::leading(after);
+            match opened {
+                Some(opened) => writes.openings.extend(Opening::new(opened, alerts)),
+                None => writes.joined.extend(alerts),
+            }
+            if !after.is_empty() {
+                rest.push(after);
+            }
+        }
+        (writes, rest)
+    }
+
+    fn joined(joined: AlertsJoined<'a>) -> Self {
+        Self {
+            openings: Vec::new(),
+            joined: vec![joined],
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.openings.is_empty() && self.joined.is_empty()
+    }
+
+    /// How many existing incidents' rows the writes update (the rows `joined` returns).
+    pub fn updates(&self) -> usize {
+        self.joined.len()
+    }
+
+    /// Two common table expressions: `opened` inserts the new incidents' rows, `joined` updates
+    /// the existing ones and returns their ids. Their parameters are numbered from `$first`, in
+    /// the order [`RowWrites::bind`] binds them.
+    pub fn ctes(first: usize) -> String {
+        crate::renumbered(ROW_WRITES, first - 1)
+    }
+
+    /// Binds the [`RowWrites::PARAMETERS`] parameters of [`RowWrites::ctes`], after those bound before.
+    pub fn bind<'q>(
+        &'q self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        let column = |f: fn(&AlertInfo) -> Option<&str>| -> Vec<Option<&str>> {
+            self.openings.iter().map(|o| f(o.alert)).collect()
+        };
+        query
+            .bind(self.openings.iter().map(|o| *o.incident_id).collect::<Vec<_>>())
+            .bind(self.openings.iter().map(|o| o.user_id).collect::<Vec<_>>())
+            .bind(
+                self.openings
+                    .iter()
+                    .map(|o| o.alert.source_type.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                self.openings
+                    .iter()
+                    .map(|o| o.alert.source_alert_id)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(column(|a| a.severity.as_deref()))
+            .bind(self.openings.iter().map(|o| o.alert.title.as_str()).collect::<Vec<_>>())
+            .bind(column(|a| a.service.as_deref()))
+            .bind(column(|a| a.environment.as_deref()))
+            .bind(column(|a| a.source_url.as_deref()))
+            .bind(
+                self.openings
+                    .iter()
+                    .map(|o| Json(&o.alert.metadata))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(self.openings.iter().map(|o| o.alert.fired_at).collect::<Vec<_>>())
+            .bind(self.openings.iter().map(Opening::last_alert_at).collect::<Vec<_>>())
+            .bind(self.openings.iter().map(|o| o.opened_at).collect::<Vec<_>>())
+            .bind(self.openings.iter().map(|o| o.updated_at).collect::<Vec<_>>())
+            .bind(
+                self.openings
+                    .iter()
+                    .map(|o| o.joined.as_ref().map_or(0, |joined| joined.alerts.len() as i32))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(self.openings.iter().map(|o| Json(o.services())).collect::<Vec<_>>())
+            .bind(
+                self.openings
+                    .iter()
+                    .map(|o| o.joined.as_ref().is_some_and(|joined| joined.filled))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(self.openings.iter().map(|o| o.version).collect::<Vec<_>>())
+            .bind(self.joined.iter().map(|group| group.incident_id).collect::<Vec<_>>())
+            .bind(self.joined.iter().map(|group| group.at).collect::<Vec<_>>())
+            .bind(self.joined.iter().map(|group| group.version).collect::<Vec<_>>())
+            .bind(
+                self.joined
+                    .iter()
+                    .map(|group| group.alerts.len() as i32)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                self.joined
+                    .iter()
+                    .map(|group| Json(group.services().collect::<Vec<_>>()))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(self.joined.iter().map(AlertsJoined::latest).collect::<Vec<_>>())
+            .bind(self.joined.iter().map(|group| group.filled).collect::<Vec<_>>())
+    }
+}
+
+/// [`RowWrites::ctes`], its parameters numbered from `$1`.
+const ROW_WRITES: &str = "opened AS (
+        INSERT INTO incidents (id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
+            alert_environment, alert_source_url, alert_metadata, started_at, last_alert_at, created_at, updated_at,
+            correlated_alert_count, affected_services, takes_alerts, version)
+        SELECT id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
+            alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined,
+            ARRAY(SELECT DISTINCT unnest(ARRAY(SELECT jsonb_array_elements_text(services))) ORDER BY 1),
+            NOT filled, version
+        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+                $8::text[], $9::text[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
+                $14::timestamptz[], $15::int[], $16::jsonb[], $17::bool[], $18::bigint[])
+            AS o(id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
+                 alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined, services,
+                 filled, version)
+    ), joined AS (
+        UPDATE incidents SET
+            correlated_alert_count = correlated_alert_count + u.joined,
+            affected_services = ARRAY(
+                SELECT DISTINCT unnest(affected_services || ARRAY(SELECT jsonb_array_elements_text(u.services)))
+                ORDER BY 1),
+            last_alert_at = GREATEST(last_alert_at, COALESCE(u.latest, last_alert_at)),
+            takes_alerts = takes_alerts AND NOT u.filled,
+            updated_at = u.at, version = u.version
+        FROM unnest($19::uuid[], $20::timestamptz[], $21::bigint[], $22::int[], $23::jsonb[], $24::timestamptz[],
+                $25::bool[])
+            AS u(id, at, version, joined, services, latest, filled)
+        WHERE incidents.id = u.id
+        RETURNING incidents.id
+    )";
