@@ -10,10 +10,10 @@
 //! trips whatever its size, each a statement that commits on its own: every read placement needs
 //! (with ids reserved for the new deliveries, the read rows' versions and the users' cursors), and
 //! one write of everything (the users' cursors moved on, the new deliveries, each with where it
-//! went, the events, the new incidents' rows and the counts of those alerts joined). Reading an
-//! incident's events (when placement has not kept its state) costs one more. A batch with a
-//! recovery, or with a read row that lags its events, takes the careful path: a transaction of
-//! five round trips or more ([`Mode`]). The incidents' title embeddings are written by their own
+//! went, the events, the new incidents' rows and the other incidents' updates). Reading an
+//! incident's events (when placement has not kept its state) costs one more. A batch with a read
+//! row that lags its events, or that lost a race with another instance, takes the careful path:
+//! a transaction of five round trips or more ([`Mode`]). The incidents' title embeddings are written by their own
 //! consumer of the event tail, off this path.
 //!
 //! Serialization, so that instances sharing the database never decide for one user at once (100
@@ -221,7 +221,7 @@ impl Placer {
     ) -> Result<Vec<Vec<IngestedAlert>>, PlacementError> {
         let mut stale = HashSet::new();
         let mut conflicts = 0;
-        let mut mode = Mode::for_batch(batch);
+        let mut mode = Mode::Fast;
         loop {
             match self.try_place(conn, batch, &stale, mode).await {
                 Ok(outcomes) => return Ok(outcomes),
@@ -609,30 +609,17 @@ impl Placer {
 /// `Fast`: the read (every lookup, in one statement) and the write (the deliveries, the events
 /// and the incidents' read rows, in one statement) each commit on their own: two round trips.
 /// The users' cursors make it safe: the write goes through only if no batch of these users was
-/// placed since the read. It takes a batch whose events are openings and correlations of
-/// incidents whose read rows are as the read found them (an alert storm).
+/// placed since the read. It takes a batch whose incidents' read rows are as the read found them
+/// (every batch but those of the next paragraph).
 ///
 /// `Careful`: in one transaction that takes the users' locks first, with the read rows projected
-/// after the write (a recovery's events, a read row behind its events): five round trips or more.
+/// after the write (a read row behind its events is filled in first): five round trips or more.
 /// A batch that lost a race on the fast path is placed again this way, where racing writers take
 /// turns.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     Fast,
     Careful,
-}
-
-impl Mode {
-    /// Recoveries make events the fast path cannot project (an alert resolved, a resolution
-    /// requested): their batch goes the careful way from the start rather than after a wasted read.
-    fn for_batch(batch: &[Notification]) -> Self {
-        let recovers = batch.iter().flat_map(|n| &n.alerts).any(|alert| alert.resolved);
-        if recovers {
-            Self::Careful
-        } else {
-            Self::Fast
-        }
-    }
 }
 
 /// What a written attempt leaves: the outcomes, in the notifications' order; the incidents'

@@ -369,9 +369,9 @@ async fn placement_reports_each_batch_and_its_phases_in_metrics() {
     let app = spawn_app().await;
     let user = app.new_user().await.id;
     // One at a time: an idle lane places each notification at once, as a batch of its own.
-    for n in 0..3 {
-        let mut body = fixture("source_a", "firing");
-        body["alerts"][0]["fingerprint"] = json!(format!("metrics{n}"));
+    let mut other = fixture("source_a", "firing");
+    other["alerts"][0]["fingerprint"] = json!("metrics");
+    for body in [fixture("source_a", "firing"), other, fixture("source_a", "resolved")] {
         post_alert(&app, &user, "/api/source_a/alerts", &body).await;
     }
     let text = app.get("/metrics").await.text().await.unwrap();
@@ -382,8 +382,8 @@ async fn placement_reports_each_batch_and_its_phases_in_metrics() {
     };
     assert_eq!(value("ingest_placement_batch_alerts_count"), 3.0);
     assert_eq!(value("ingest_placement_batch_alerts_sum"), 3.0, "one alert per batch");
-    // A lone firing alert takes the fast path: no transaction to begin or commit, its read rows
-    // written with the rest.
+    // Each takes the fast path, the recovery too: no transaction to begin or commit, the read
+    // rows written with the rest.
     for (phase, taken) in [
         ("begin", false),
         ("lookup", true),

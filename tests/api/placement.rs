@@ -374,18 +374,24 @@ async fn a_lane_whose_connection_died_places_the_next_notification_on_a_new_one(
 }
 
 #[tokio::test]
-async fn a_new_incident_written_with_the_alerts_that_joined_it_equals_its_events_applied_one_by_one() {
+async fn a_new_incident_written_with_what_joined_it_in_its_batch_equals_its_events_applied_one_by_one() {
     use vigil_projections::{incidents::IncidentsReadModel, ReadModel, StoredEvent};
 
     let app = spawn_app_without_workers().await;
     let user = app.new_user().await.id;
-    let outcomes = place(&app, &[notification(&user, "firing"), notification(&user, "related")]).await;
+    let batch = [
+        notification(&user, "firing"),
+        notification(&user, "related"),
+        notification(&user, "resolved"),
+    ];
+    let outcomes = place(&app, &batch).await;
     let id = outcomes[0][0].incident_id.unwrap();
     assert_eq!(
         outcomes[1][0].incident_id,
         Some(id),
         "the related alert joins in the same batch"
     );
+    assert_eq!(outcomes[2][0].incident_id, Some(id), "and the firing one's recovery");
     let live = vigil_projections::incidents::find_incident(&app.db, &user, id)
         .await
         .unwrap()
@@ -406,7 +412,7 @@ async fn a_new_incident_written_with_the_alerts_that_joined_it_equals_its_events
     .fetch_all(&mut *tx)
     .await
     .unwrap();
-    assert_eq!(events.len(), 2);
+    assert_eq!(events.len(), 3, "opened, correlated, resolved");
     for event in &events {
         let envelope = event.envelope::<vigil_aggregates::incident::Incident>().unwrap();
         IncidentsReadModel.apply(&mut tx, &envelope).await.unwrap();

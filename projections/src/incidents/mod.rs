@@ -122,7 +122,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
         Ok(())
     }
 
-    /// Runs of correlated alerts (an alert storm placed in one batch) are written together.
+    /// Runs of correlated alerts and recoveries (an alert storm placed in one batch) are written together.
     async fn apply_all(
         &self,
         conn: &mut PgConnection,
@@ -240,7 +240,9 @@ impl<'a> Opening<'a> {
     }
 }
 
-/// Alerts that joined one incident, up to the event at `version`, recorded at `at`.
+/// Alerts that joined one incident (possibly none), up to the event at `version`, recorded at
+/// `at`: a run of events that each change the row only by an alert joined or by being its latest
+/// event, folded into one update.
 struct AlertsJoined<'a> {
     incident_id: Uuid,
     version: i64,
@@ -261,13 +263,23 @@ impl<'a> AlertsJoined<'a> {
         }
     }
 
-    /// The correlated alerts that lead `run` (an alert storm's usual run), and the events after them.
+    /// The events that lead `run` and fold into one update (correlated alerts, as in an alert
+    /// storm, and the events that only touch the row: an alert resolved, a resolution
+    /// requested), and the events after them.
     fn leading<'r>(run: &'r [&'a EventEnvelope<Incident>]) -> (Option<Self>, &'r [&'a EventEnvelope<Incident>]) {
-        let correlated = run
+        let folded = run
             .iter()
-            .take_while(|event| matches!(event.payload, IncidentEvent::AlertCorrelated { .. }))
+            .take_while(|event| {
+                matches!(
+                    event.payload,
+                    IncidentEvent::AlertCorrelated { .. }
+                        | IncidentEvent::AlertResolved { .. }
+                        | IncidentEvent::ResolutionRequested { .. }
+                        | IncidentEvent::IncidentTouched { .. }
+                )
+            })
             .count();
-        let (leading, after) = run.split_at(correlated);
+        let (leading, after) = run.split_at(folded);
         let Some(last) = leading.last() else {
             return (None, after);
         };
@@ -319,8 +331,9 @@ impl<'a> RowWrites<'a> {
     /// How many parameters [`RowWrites::ctes`] takes.
     pub const PARAMETERS: usize = 25;
 
-    /// The row writes that lead each run (an opening, then correlated alerts), and per run the
-    /// events after them, to be applied one by one once the rows are written.
+    /// The row writes that lead each run (an opening, then alerts joined and events that only
+    /// touch the row), and per run the events after them, to be applied one by one once the rows
+    /// are written.
     pub fn split<'r>(runs: &'r [Vec<&'a EventEnvelope<Incident>>]) -> (Self, Vec<&'r [&'a EventEnvelope<Incident>]>) {
         let mut writes = Self {
             openings: Vec::new(),
