@@ -415,6 +415,9 @@ impl Placer {
             Mode::Fast => streams.iter().map(|(_, events)| events.iter().collect()).collect(),
             Mode::Careful => Vec::new(),
         };
+        // The fast path writes the read rows itself, from the versions its read found: each
+        // incident must be new or follow on from that version, and all its events fold into the
+        // row writes.
         let (rows, rest) = RowWrites::split(&runs);
         let rows_follow_reads = streams.iter().all(|(aggregate_id, events)| {
             events.first().is_none_or(|first| {
