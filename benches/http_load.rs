@@ -9,13 +9,16 @@
 //!   LOAD_SETUP_SQL='DROP INDEX ...' cargo bench --bench http_load   (an experiment: SQL run on the
 //!                                                     migrated database before any load)
 //!
-//! Scenarios (`LOAD_SCENARIOS=liveness,sessions,ingest,ingest-distinct,pgbench`, all by default):
+//! Scenarios (`LOAD_SCENARIOS=liveness,sessions,ingest,ingest-distinct,ingest-recovering,pgbench`,
+//! all by default):
 //! - `liveness`: baseline, the cheapest route through the whole middleware stack;
 //! - `sessions`: POST /chat_api/sessions then GET it (one command through the event store and
 //!   projection, one read);
 //! - `ingest`: sustained alert ingestion in an alert storm (source_a notifications, four workers
 //!   per tenant, three services per tenant, alerts seconds apart: most join open incidents);
 //! - `ingest-distinct`: every alert opens an incident of its own (the worst case);
+//! - `ingest-recovering`: the storm with every other notification the recovery of the alert sent
+//!   just before it (firing, then resolved, as monitoring sends them);
 //! - `pgbench`: the baseline for the ingestion scenarios, pgbench inserting single JSON rows into the same
 //!   PostgreSQL with as many clients, for as long, before and after them (the ratio is taken against
 //!   the faster run).
@@ -230,8 +233,8 @@ async fn main() {
         .unwrap();
     let user_id = user["id"].as_str().unwrap().to_owned();
     let duration = Duration::from_secs(seconds);
-    let scenarios =
-        std::env::var("LOAD_SCENARIOS").unwrap_or_else(|_| "liveness,sessions,ingest,ingest-distinct,pgbench".into());
+    let scenarios = std::env::var("LOAD_SCENARIOS")
+        .unwrap_or_else(|_| "liveness,sessions,ingest,ingest-distinct,ingest-recovering,pgbench".into());
     let wanted = |name: &str| scenarios.split(',').any(|scenario| scenario.trim() == name);
     println!(
         "http_load: {concurrency} workers, {seconds} s per scenario, release build, in-process cache, \
@@ -242,6 +245,7 @@ async fn main() {
     let mixes: Vec<(&str, AlertMix)> = [
         ("ingest storm", "ingest", AlertMix::Storm),
         ("ingest distinct", "ingest-distinct", AlertMix::Distinct),
+        ("ingest recovering", "ingest-recovering", AlertMix::Recovering),
     ]
     .into_iter()
     .filter(|(_, scenario, _)| wanted(scenario))
@@ -311,13 +315,16 @@ async fn main() {
 }
 
 /// How the alerts of an ingestion scenario relate to each other.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum AlertMix {
     /// An alert storm: four workers per tenant, three services per tenant, alerts seconds apart,
     /// so most alerts join an open incident (a new one opens when one is full).
     Storm,
     /// Every alert opens an incident of its own (unrelated services, hours apart): the worst case.
     Distinct,
+    /// The storm with every other notification the recovery of the alert sent just before it, as
+    /// monitoring sends them (firing, then resolved).
+    Recovering,
 }
 
 /// Sustained ingestion against a pgbench single-row-insert baseline on the same database.
@@ -337,7 +344,7 @@ async fn run_ingest_scenarios(
     let mut rates = Vec::new();
     for (round, &(name, mix)) in mixes.iter().enumerate() {
         let tenants = match mix {
-            AlertMix::Storm => concurrency.div_ceil(4),
+            AlertMix::Storm | AlertMix::Recovering => concurrency.div_ceil(4),
             AlertMix::Distinct => concurrency,
         };
         let mut users = Vec::new();
@@ -357,17 +364,28 @@ async fn run_ingest_scenarios(
         let placement_before = PlacementTotals::scrape(&client, base).await;
         let addr = base.trim_start_matches("http://").to_owned();
         let mut outcome = drive_posts(concurrency, duration, &addr, move |n| {
+            // A recovery is of the alert sent just before it: same tenant, key, service and time.
+            let recovery = mix == AlertMix::Recovering && n % 2 == 1;
+            let n = if recovery { n - 1 } else { n };
             let tenant = (n as usize) % users.len();
             let (service, fired) = match mix {
-                AlertMix::Storm => (format!("service-{tenant}-{}", n % 3), 1_795_000_000 + (n as i64) / 64),
+                AlertMix::Storm | AlertMix::Recovering => {
+                    (format!("service-{tenant}-{}", n % 3), 1_795_000_000 + (n as i64) / 64)
+                }
                 AlertMix::Distinct => (format!("service-{n}"), 1_795_000_000 + (n as i64) * 7_200),
+            };
+            let ends = if recovery {
+                chrono::DateTime::from_timestamp(fired + 60, 0).unwrap().to_rfc3339()
+            } else {
+                "0001-01-01T00:00:00Z".to_owned()
             };
             let fired = chrono::DateTime::from_timestamp(fired, 0).unwrap().to_rfc3339();
             let alertname = format!("HighLatency{}", n % 3);
+            let status = if recovery { "resolved" } else { "firing" };
             // The JSON written out rather than built as a `Value`: the driver shares the service's
             // two cores, so every microsecond it spends is one the service does not get.
             let body = format!(
-                r#"{{"status":"firing","alerts":[{{"status":"firing","fingerprint":"{n:016x}","labels":{{"alertname":"{alertname}","service":"{service}","severity":"critical"}},"annotations":{{"summary":"{service} p99 latency above 2s"}},"startsAt":"{fired}","endsAt":"0001-01-01T00:00:00Z"}}]}}"#
+                r#"{{"status":"{status}","alerts":[{{"status":"{status}","fingerprint":"{n:016x}","labels":{{"alertname":"{alertname}","service":"{service}","severity":"critical"}},"annotations":{{"summary":"{service} p99 latency above 2s"}},"startsAt":"{fired}","endsAt":"{ends}"}}]}}"#
             );
             Post {
                 path: "/api/source_a/alerts",
