@@ -1,19 +1,19 @@
-//! Places a batch of notifications (from any number of users) at once: deduplicates
-//! each delivery against those recorded before, then attaches a recovery to its incident, or
-//! keeps an alert with the incident already holding its key, or correlates it with an open
-//! incident, or opens a new one.
+//! Places a batch of notifications (from any number of users) at once: deduplicates each delivery
+//! against those recorded before, then attaches a recovery to its incident, or keeps an alert with
+//! the incident already holding its key, or correlates it with an open incident, or opens a new
+//! one.
 //!
 //! The decisions are made in memory from set-based reads, the resulting commands run through the
 //! Incident aggregate's own rules (`decide`), and their events, read rows and the placements are
 //! written with the batch at once. Batching is what makes an alert storm cheap: a commit and its
-//! round trips are shared by every alert of the batch. An alert storm's batch takes two round
-//! trips whatever its size, each a statement that commits on its own: every read placement needs
-//! (with ids reserved for the new deliveries, the read rows' versions and the users' cursors), and
-//! one write of everything (the users' cursors moved on, the new deliveries, each with where it
-//! went, the events, the new incidents' rows and the other incidents' updates). Reading an
-//! incident's events (when placement has not kept its state) costs one more. A batch with a read
-//! row that lags its events, or that lost a race with another instance, takes the careful path:
-//! a transaction of five round trips or more ([`Mode`]). The incidents' title embeddings are written by their own
+//! round trips are shared by every alert of the batch. A batch takes two round trips whatever its
+//! size, each a statement that commits on its own: every read placement needs (with ids reserved
+//! for the new deliveries, the read rows' versions and the users' cursors), and one write of
+//! everything (the users' cursors moved on, the new deliveries, each with where it went, the
+//! events, the new incidents' rows and the other incidents' updates). Reading an incident's events
+//! (when placement has not kept its state) costs one more. A batch with a read row that lags its
+//! events, or that lost a race with another instance, takes the careful path: a transaction of
+//! five round trips or more ([`Mode`]). The incidents' title embeddings are written by their own
 //! consumer of the event tail, off this path.
 //!
 //! Serialization, so that instances sharing the database never decide for one user at once (100
@@ -282,6 +282,8 @@ impl Placer {
         Ok(placed.outcomes)
     }
 
+    /// Reads what the batch needs, decides where each alert goes, and writes it all ([`Mode`]);
+    /// on the careful path, in the caller's transaction, which commits it.
     async fn decide_and_write(
         &self,
         conn: &mut PgConnection,
@@ -924,7 +926,7 @@ async fn look_up(
                   ORDER BY i.last_alert_at DESC
                   LIMIT 200
               ) c),
-             (SELECT json_agg(json_build_array(u.user_id, COALESCE(c.placed, 0)))
+             (SELECT COALESCE(json_agg(json_build_array(u.user_id, COALESCE(c.placed, 0))), '[]')
               FROM unnest($13::text[]) AS u(user_id)
               LEFT JOIN ingestion_cursors c ON c.user_id = u.user_id)",
     )

@@ -3,10 +3,10 @@
 
 mod queries;
 
-use chrono::{DateTime, Utc};
-use cqrs_es::EventEnvelope;
 use std::sync::LazyLock;
 
+use chrono::{DateTime, Utc};
+use cqrs_es::EventEnvelope;
 use sqlx::{types::Json, PgConnection};
 use uuid::Uuid;
 use vigil_aggregates::incident::{AlertInfo, Incident, IncidentEvent};
@@ -122,7 +122,8 @@ impl ReadModel<Incident> for IncidentsReadModel {
         Ok(())
     }
 
-    /// Runs of correlated alerts and recoveries (an alert storm placed in one batch) are written together.
+    /// Runs of correlated alerts and recoveries (an alert storm placed in one batch) are written
+    /// together.
     async fn apply_all(
         &self,
         conn: &mut PgConnection,
