@@ -551,3 +551,92 @@ async fn present_fields_of_the_wrong_type_are_400() {
     }
     assert!(incidents_of(&app, &user).await.is_empty(), "nothing was ingested");
 }
+
+/// Every field of every source's firing and resolved sample, replaced in turn by a value of each
+/// JSON type (and extremes of some): each notification is placed or refused with a 400, never a
+/// 500, and the service goes on ingesting.
+#[tokio::test]
+async fn no_field_of_another_type_or_size_makes_a_server_error() {
+    use futures::StreamExt;
+
+    fn pointers(value: &Value, at: String, into: &mut Vec<String>) {
+        match value {
+            Value::Object(fields) => {
+                for (name, field) in fields {
+                    let path = format!("{at}/{}", name.replace('~', "~0").replace('/', "~1"));
+                    into.push(path.clone());
+                    pointers(field, path, into);
+                }
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    let path = format!("{at}/{index}");
+                    into.push(path.clone());
+                    pointers(item, path, into);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    let app = spawn_app_with(|config| config.ingest_rate_limit_per_minute = u32::MAX).await;
+    let user = app.new_user().await.id;
+    let replacements = [
+        Value::Null,
+        json!(0),
+        json!(-1),
+        json!(1e300),
+        json!(u64::MAX),
+        json!(""),
+        json!("x".repeat(3_000)),
+        json!([]),
+        json!({}),
+    ];
+    let mut requests = Vec::new();
+    for (source, path) in SOURCES {
+        for name in ["firing", "resolved"] {
+            let sample = fixture(source, name);
+            let mut fields = Vec::new();
+            pointers(&sample, String::new(), &mut fields);
+            for field in fields {
+                for replacement in &replacements {
+                    let mut body = sample.clone();
+                    *body.pointer_mut(&field).unwrap() = replacement.clone();
+                    requests.push((path, format!("{source} {name} {field} = {replacement:.40}"), body));
+                }
+            }
+        }
+    }
+    let outcomes: Vec<(String, reqwest::StatusCode)> = futures::stream::iter(requests)
+        .map(|(path, case, body)| {
+            let (app, user) = (&app, &user);
+            async move {
+                let status = app.send_as(user, Method::POST, path, Some(&body)).await.status();
+                (case, status)
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let failed: Vec<&(String, reqwest::StatusCode)> = outcomes
+        .iter()
+        .filter(|(_, status)| *status != 202 && *status != 400)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} cases: {failed:#?}",
+        failed.len(),
+        outcomes.len()
+    );
+    assert!(outcomes.iter().any(|(_, status)| *status == 202));
+    assert!(outcomes.iter().any(|(_, status)| *status == 400));
+    let after = app
+        .send_as(
+            &user,
+            Method::POST,
+            "/api/source_a/alerts",
+            Some(&fixture("source_a", "related")),
+        )
+        .await;
+    assert_eq!(after.status(), 202, "ingestion goes on");
+}
