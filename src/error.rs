@@ -26,7 +26,7 @@ pub enum AppError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
-    /// Protocol-level refusals (405, 413, 415, 503 timeout) that keep their own status.
+    /// Protocol-level refusals (405, 413, 503 timeout) that keep their own status.
     #[error("{message}")]
     Refused {
         status: StatusCode,

@@ -6,16 +6,17 @@ use std::borrow::Cow;
 use axum::{
     body::Bytes,
     extract::{FromRequest, FromRequestParts, Request},
-    http::{header, HeaderMap, StatusCode},
+    http::{header, HeaderMap},
 };
 use serde::de::DeserializeOwned;
 
 use crate::error::AppError;
 
 /// A JSON request body. Empty body → 400 `missing_body`; broken JSON → 400 `invalid_json`; JSON
-/// of the wrong shape → 400 `invalid_request` naming the field. The body is read as JSON whatever
-/// the `Content-Type` (clients often omit it, or send `text/plain`), except a form or multipart
-/// body → 415.
+/// of the wrong shape → 400 `invalid_request` naming the field; text after the document → 400
+/// `invalid_json`. The body is read as JSON whatever the `Content-Type`: clients often omit it, or
+/// send `text/plain`, and `curl -d` labels JSON as a form. A form or multipart body that is not
+/// JSON is a 400 `invalid_json` that says so (the spec's "invalid format"; it lists no 415).
 pub struct JsonBody<T>(pub T);
 
 impl<T, S> FromRequest<S> for JsonBody<T>
@@ -27,7 +28,7 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match non_empty_body(req, state).await? {
-            Some(bytes) => parse_json(&bytes).map(JsonBody),
+            Some(body) => body.parse().map(JsonBody),
             None => Err(AppError::bad_request("missing_body", "a JSON request body is required")),
         }
     }
@@ -45,27 +46,41 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match non_empty_body(req, state).await? {
-            Some(bytes) => parse_json(&bytes).map(JsonBodyOrDefault),
+            Some(body) => body.parse().map(JsonBodyOrDefault),
             None => Ok(JsonBodyOrDefault(T::default())),
         }
     }
 }
 
+/// A request body that is not empty, with the `Content-Type` it came with when that names a
+/// format other than JSON.
+struct Body {
+    bytes: Bytes,
+    other_format: Option<String>,
+}
+
+impl Body {
+    fn parse<T: DeserializeOwned>(&self) -> Result<T, AppError> {
+        parse_json(&self.bytes).map_err(|error| match (&self.other_format, error) {
+            (
+                Some(content_type),
+                AppError::BadRequest {
+                    code: "invalid_json", ..
+                },
+            ) => AppError::bad_request("invalid_json", format!("expected a JSON body, not `{content_type}`")),
+            (_, error) => error,
+        })
+    }
+}
+
 /// The request body, or `None` when it is empty or only whitespace.
-async fn non_empty_body<S: Send + Sync>(req: Request, state: &S) -> Result<Option<Bytes>, AppError> {
+async fn non_empty_body<S: Send + Sync>(req: Request, state: &S) -> Result<Option<Body>, AppError> {
     let other_format = other_structured_format(req.headers());
     let bytes = Bytes::from_request(req, state).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    if let Some(content_type) = other_format {
-        return Err(AppError::Refused {
-            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            code: "unsupported_media_type",
-            message: format!("expected a JSON body, not `{content_type}`"),
-        });
-    }
-    Ok(Some(bytes))
+    Ok(Some(Body { bytes, other_format }))
 }
 
 /// Parses a JSON document, naming the offending field on a shape error. NUL characters in its
@@ -73,7 +88,7 @@ async fn non_empty_body<S: Send + Sync>(req: Request, state: &S) -> Result<Optio
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
     let bytes = without_nul_escapes(bytes);
     let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
-    serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner();
         match inner.classify() {
@@ -86,7 +101,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
             }
             _ => AppError::bad_request("invalid_json", format!("malformed JSON: {inner}")),
         }
-    })
+    })?;
+    deserializer
+        .end()
+        .map_err(|error| AppError::bad_request("invalid_json", format!("malformed JSON: {error}")))?;
+    Ok(value)
 }
 
 /// JSON text without the `\u0000` escapes of its strings. PostgreSQL stores a NUL neither in text

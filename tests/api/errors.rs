@@ -19,9 +19,15 @@ async fn malformed_json_is_a_json_400() {
 #[tokio::test]
 async fn a_json_body_is_read_without_a_json_content_type() {
     let app = spawn_app().await;
-    for (n, content_type) in [None, Some("text/plain"), Some("text/plain; charset=utf-8")]
-        .into_iter()
-        .enumerate()
+    for (n, content_type) in [
+        None,
+        Some("text/plain"),
+        Some("text/plain; charset=utf-8"),
+        // What `curl -d` sends unless told otherwise.
+        Some("application/x-www-form-urlencoded"),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let body = json!({ "email": format!("plain-{n}@example.com"), "password": PASSWORD }).to_string();
         let mut request = app.client.post(app.url("/api/auth/register")).body(body);
@@ -42,7 +48,7 @@ async fn a_json_body_is_read_without_a_json_content_type() {
 }
 
 #[tokio::test]
-async fn a_form_body_is_a_json_415() {
+async fn a_form_body_is_a_json_400_that_asks_for_json() {
     let app = spawn_app().await;
     for content_type in ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
         let response = app
@@ -53,8 +59,38 @@ async fn a_form_body_is_a_json_415() {
             .send()
             .await
             .unwrap();
-        assert_error(response, 415, "unsupported_media_type").await;
+        let body = assert_error(response, 400, "invalid_json").await;
+        assert!(
+            body["error"].as_str().unwrap().contains("expected a JSON body"),
+            "{body}"
+        );
     }
+}
+
+#[tokio::test]
+async fn text_after_the_json_document_is_a_json_400() {
+    let app = spawn_app().await;
+    let document = json!({ "email": "trailing@example.com", "password": PASSWORD }).to_string();
+    for trailing in [" garbage", "{\"x\": 1}", "}", ","] {
+        let response = app
+            .client
+            .post(app.url("/api/auth/register"))
+            .header("content-type", "application/json")
+            .body(format!("{document}{trailing}"))
+            .send()
+            .await
+            .unwrap();
+        assert_error(response, 400, "invalid_json").await;
+    }
+    let response = app
+        .client
+        .post(app.url("/api/auth/register"))
+        .header("content-type", "application/json")
+        .body(format!("{document} \n"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "trailing whitespace is fine");
 }
 
 #[tokio::test]
