@@ -10,7 +10,11 @@ use std::time::Duration;
 
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::tungstenite::{
+    self,
+    protocol::{frame::coding::CloseCode, CloseFrame},
+    Message,
+};
 use tokio_util::sync::CancellationToken;
 
 pub use connection::{Connection, TokenBucket};
@@ -105,7 +109,20 @@ where
                 }
             }
             incoming = stream.next() => match incoming {
-                None | Some(Ok(Message::Close(_))) => break Ok(()),
+                None => break Ok(()),
+                Some(Ok(Message::Close(_))) => {
+                    // Flushes the Close reply tungstenite queued, so the client sees a clean close.
+                    let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.close()).await;
+                    break Ok(());
+                }
+                Some(Err(tungstenite::Error::Capacity(error))) => {
+                    let frame = CloseFrame {
+                        code: CloseCode::Size,
+                        reason: format!("{error}").chars().take(100).collect::<String>().into(),
+                    };
+                    let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(Message::Close(Some(frame)))).await;
+                    break Ok(());
+                }
                 Some(Err(error)) => break Err(error),
                 Some(Ok(Message::Text(text))) => connection.handle(text.as_str()),
                 Some(Ok(Message::Binary(_))) => connection.reject("binary frames are not supported; send JSON text"),

@@ -24,16 +24,25 @@ pub struct ChatQuery {
     pub session_id: String,
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub mode: Mode,
     #[serde(default)]
     pub selected_project_id: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub attachments: Vec<Attachment>,
     #[serde(default)]
     pub ui_state: Option<Map<String, Value>>,
     #[serde(default)]
     pub direct_tool_call: Option<DirectToolCall>,
+}
+
+/// An optional field sent as `null` takes its default, as one left out does.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// `agent` may change infrastructure after a confirmation; `ask` is read-only.
@@ -329,6 +338,18 @@ mod tests {
         };
         assert_eq!(query.mode, Mode::Ask);
         assert_eq!(query.direct_tool_call.unwrap().input, json!({}));
+    }
+
+    #[test]
+    fn optional_fields_sent_as_null_take_their_defaults() {
+        let Ok(ClientMessage::Query(query)) = ClientMessage::parse(
+            r#"{"query":"why?","user_id":"u1","session_id":"s","mode":null,"attachments":null,"model":null,
+                "ui_state":null,"direct_tool_call":null,"selected_project_id":null}"#,
+        ) else {
+            panic!("a chat query")
+        };
+        assert_eq!(query.mode, Mode::Agent);
+        assert!(query.attachments.is_empty());
     }
 
     #[test]

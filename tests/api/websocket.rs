@@ -198,3 +198,50 @@ async fn a_message_over_80000_characters_is_too_long_even_in_few_tokens() {
         .unwrap();
     assert_eq!(listed["sessions"], json!([]), "nothing was processed");
 }
+
+/// The next frame that is not a text message (the server's Close, or the end of the stream).
+async fn next_control(socket: &mut Socket) -> Option<Result<Message, tokio_tungstenite::tungstenite::Error>> {
+    loop {
+        let frame = tokio::time::timeout(std::time::Duration::from_secs(5), socket.next())
+            .await
+            .expect("an answer within 5 s");
+        if !matches!(frame, Some(Ok(Message::Text(_)))) {
+            return frame;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_close_is_answered_with_a_close_frame() {
+    use tokio_tungstenite::tungstenite::protocol::{frame::coding::CloseCode, CloseFrame};
+
+    let app = spawn_app().await;
+    let mut socket = connect_as(&app, "closing-user").await;
+    let bye = CloseFrame {
+        code: CloseCode::Normal,
+        reason: "bye".into(),
+    };
+    socket.send(Message::Close(Some(bye))).await.unwrap();
+    match next_control(&mut socket).await {
+        Some(Ok(Message::Close(frame))) => {
+            assert!(frame.is_none_or(|frame| frame.code == CloseCode::Normal), "clean close");
+        }
+        other => panic!("expected the server's Close frame, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_frame_too_large_to_read_is_answered_with_close_1009() {
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+    let app = spawn_app().await;
+    let mut socket = connect_as(&app, "oversize-user").await;
+    let huge = json!({ "query": "x".repeat(17 * 1024 * 1024), "user_id": "oversize-user",
+                       "session_id": Uuid::new_v4() });
+    // The server may close before the client has written the whole frame.
+    let _ = socket.send(Message::text(huge.to_string())).await;
+    match next_control(&mut socket).await {
+        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(frame.code, CloseCode::Size),
+        other => panic!("expected Close 1009, got {other:?}"),
+    }
+}
