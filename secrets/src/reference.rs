@@ -19,9 +19,21 @@ pub enum ReferenceError {
 /// Each part is escaped so a reference cannot leave its base path: bytes outside
 /// `[A-Za-z0-9_-]` (among them `/`, `.`, `~`) become `~XX`. The escaping is injective, so two
 /// different user ids never share a secret.
+///
+/// A user id whose escaped form exceeds [`MAX_ESCAPED_USER_ID`] is named by `~H` and its SHA-256
+/// instead (a user id may be 255 bytes, each escaped to three characters, and a reference has to
+/// fit its 512-character column); `~H` is no escape, so it never meets an escaped id.
 pub fn secret_name(env: &str, user_id: &str, provider: &str) -> String {
-    format!("{}-{}-{}-token", escape(env), escape(user_id), escape(provider))
+    let mut user = escape(user_id);
+    if user.len() > MAX_ESCAPED_USER_ID {
+        use sha2::{Digest, Sha256};
+        user = format!("~H{}", hex::encode(Sha256::digest(user_id.as_bytes())));
+    }
+    format!("{}-{user}-{}-token", escape(env), escape(provider))
 }
+
+/// The longest escaped user id a secret name spells out.
+pub const MAX_ESCAPED_USER_ID: usize = 200;
 
 fn escape(part: &str) -> String {
     let mut out = String::with_capacity(part.len());
@@ -152,6 +164,22 @@ mod tests {
         // Escaping is injective: the escape character itself is escaped.
         assert_ne!(secret_name("p", "a~2Fb", "c"), secret_name("p", "a/b", "c"));
         assert_ne!(secret_name("p", "a.b", "c"), secret_name("p", "a_b", "c"));
+    }
+
+    #[test]
+    fn secret_names_of_long_escaped_ids_are_digests_and_stay_distinct() {
+        let slashes = "/".repeat(255);
+        let name = secret_name("prod", &slashes, "cloud_d");
+        assert!(name.len() < 120, "{name}");
+        assert!(name.starts_with("prod-~H") && name.ends_with("-cloud_d-token"));
+        assert!(is_name(&name));
+        assert_ne!(name, secret_name("prod", &"/".repeat(254), "cloud_d"));
+        // An id just within the limit is still spelled out.
+        let within = "/".repeat(MAX_ESCAPED_USER_ID / 3);
+        assert_eq!(
+            secret_name("p", &within, "c"),
+            format!("p-{}-c-token", "~2F".repeat(MAX_ESCAPED_USER_ID / 3))
+        );
     }
 
     #[test]

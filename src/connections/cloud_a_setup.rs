@@ -9,7 +9,7 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use vigil_aggregates::connection::{connection_id, ConnectionCommand, Provider};
-use vigil_secrets::cloud_a::{CloudAClient, CloudAError, CloudATokens, Freshness};
+use vigil_secrets::cloud_a::{CloudAClient, CloudAError, CloudATokens, Freshness, Project};
 
 use crate::{
     event_store::{execute, Actor},
@@ -145,11 +145,11 @@ impl JobHandler for CloudASetupHandler {
             .into_iter()
             .filter(|project| project.lifecycle_state.as_deref().is_none_or(|s| s == "ACTIVE"))
             .collect();
-        let Some(first) = projects.first().cloned() else {
+        if projects.is_empty() {
             return Err(JobFailure::permanent(
                 "no active cloud_a project is visible to this account",
             ));
-        };
+        }
         for project in &projects {
             let command = ConnectionCommand::Begin {
                 user_id: user_id.clone(),
@@ -161,70 +161,106 @@ impl JobHandler for CloudASetupHandler {
             connection_command(state, &user_id, &project.project_id, command).await?;
         }
 
-        let token = &tokens.access_token;
-        progress(2).await?;
-        client
-            .enable_services(token, &first.project_id, &REQUIRED_SERVICES)
-            .await
-            .map_err(setup_failure)?;
-        progress(3).await?;
-        let service_account = client
-            .ensure_service_account(
-                token,
-                &first.project_id,
-                AGENT_SERVICE_ACCOUNT,
-                "vigil agent (read-only)",
-            )
-            .await
-            .map_err(setup_failure)?;
-        progress(4).await?;
-        client
-            .grant_project_role(
-                token,
-                &first.project_id,
-                AGENT_ROLE,
-                &format!("serviceAccount:{service_account}"),
-            )
-            .await
-            .map_err(setup_failure)?;
-
-        progress(5).await?;
-        let has_billing = client
-            .has_billing(&tokens.access_token, &first.project_id)
-            .await
-            .map_err(setup_failure)?;
-
-        progress(6).await?;
-        let metadata = json!({
-            "project_id": first.project_id,
-            "project_name": first.name,
-            "projects": projects.iter().map(|p| &p.project_id).collect::<Vec<_>>(),
-            "has_billing": has_billing,
-            "service_account": service_account,
-        });
-        crate::connections::tokens::merge_token_data(&state.db, &user_id, Provider::CloudA.as_str(), &metadata).await?;
-
-        progress(7).await?;
-        let Some(record) = crate::connections::tokens::find(&state.db, &user_id, Provider::CloudA.as_str()).await?
-        else {
-            return Err(JobFailure::permanent(
-                "the cloud_a credentials were removed during setup",
-            ));
-        };
-        let secret_ref = record.secret_ref.unwrap_or_default();
-        for project in &projects {
-            let command = ConnectionCommand::Connect {
-                user_id: user_id.clone(),
-                provider: Provider::CloudA,
-                account_id: project.project_id.clone(),
-                account_name: project.name.clone(),
-                secret_ref: secret_ref.clone(),
-                at: Utc::now(),
-            };
-            connection_command(state, &user_id, &project.project_id, command).await?;
+        match configure(state, client, &user_id, &tokens, &projects, &progress).await {
+            Ok(outcome) => Ok(outcome),
+            Err(failure) => {
+                // A setup that will not run again leaves its connections in `error` (reconnection
+                // needed), not pending for ever; a cancelled one was disconnected by the user.
+                let last = match &failure {
+                    JobFailure::Permanent(_) => true,
+                    JobFailure::Retryable(_) => job.is_last_attempt(),
+                    JobFailure::Cancelled(_) => false,
+                };
+                if last {
+                    for project in &projects {
+                        let command = ConnectionCommand::Fail {
+                            user_id: user_id.clone(),
+                            reason: format!("cloud_a setup failed: {failure}"),
+                            at: Utc::now(),
+                        };
+                        connection_command(state, &user_id, &project.project_id, command).await?;
+                    }
+                }
+                Err(failure)
+            }
         }
-        Ok(json!({ "projects": projects.len(), "project_id": first.project_id, "has_billing": has_billing }))
     }
+}
+
+/// Steps 2 to 7, once the projects are known and their connections pending.
+async fn configure<F, Fut>(
+    state: &AppState,
+    client: &CloudAClient,
+    user_id: &str,
+    tokens: &CloudATokens,
+    projects: &[Project],
+    progress: &F,
+) -> Result<Value, JobFailure>
+where
+    F: Fn(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<(), JobFailure>>,
+{
+    let first = &projects[0];
+    let token = &tokens.access_token;
+    progress(2).await?;
+    client
+        .enable_services(token, &first.project_id, &REQUIRED_SERVICES)
+        .await
+        .map_err(setup_failure)?;
+    progress(3).await?;
+    let service_account = client
+        .ensure_service_account(
+            token,
+            &first.project_id,
+            AGENT_SERVICE_ACCOUNT,
+            "vigil agent (read-only)",
+        )
+        .await
+        .map_err(setup_failure)?;
+    progress(4).await?;
+    client
+        .grant_project_role(
+            token,
+            &first.project_id,
+            AGENT_ROLE,
+            &format!("serviceAccount:{service_account}"),
+        )
+        .await
+        .map_err(setup_failure)?;
+
+    progress(5).await?;
+    let has_billing = client
+        .has_billing(token, &first.project_id)
+        .await
+        .map_err(setup_failure)?;
+
+    progress(6).await?;
+    let metadata = json!({
+        "project_id": first.project_id,
+        "project_name": first.name,
+        "projects": projects.iter().map(|p| &p.project_id).collect::<Vec<_>>(),
+        "has_billing": has_billing,
+        "service_account": service_account,
+    });
+    crate::connections::tokens::merge_token_data(&state.db, user_id, Provider::CloudA.as_str(), &metadata).await?;
+
+    progress(7).await?;
+    let Some(record) = crate::connections::tokens::find(&state.db, user_id, Provider::CloudA.as_str()).await? else {
+        return Err(JobFailure::permanent(
+            "the cloud_a credentials were removed during setup",
+        ));
+    };
+    let secret_ref = record.secret_ref.unwrap_or_default();
+    for project in projects {
+        // Only what is still pending: a project the user disconnected meanwhile stays so.
+        let command = ConnectionCommand::CompleteSetup {
+            user_id: user_id.to_owned(),
+            secret_ref: secret_ref.clone(),
+            at: Utc::now(),
+        };
+        connection_command(state, user_id, &project.project_id, command).await?;
+    }
+    Ok(json!({ "projects": projects.len(), "project_id": first.project_id, "has_billing": has_billing }))
 }
 
 async fn connection_command(

@@ -501,8 +501,15 @@ pub async fn disconnect_provider(state: &AppState, user_id: &str, provider: Prov
 
 /// Whether any of the user's accounts of `provider` is connected.
 pub async fn has_connected_account(db: &PgPool, user_id: &str, provider: Provider) -> Result<bool, AppError> {
+    Ok(!connected_accounts(db, user_id, provider).await?.is_empty())
+}
+
+/// The account ids of the user's `connected` connections to `provider`.
+pub async fn connected_accounts(db: &PgPool, user_id: &str, provider: Provider) -> Result<Vec<String>, AppError> {
     let rows = read::of_provider(db, user_id, provider.as_str()).await?;
     Ok(rows
-        .iter()
-        .any(|row| row.status == ConnectionStatus::Connected.as_str()))
+        .into_iter()
+        .filter(|row| row.status == ConnectionStatus::Connected.as_str())
+        .map(|row| row.account_id)
+        .collect())
 }

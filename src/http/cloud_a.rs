@@ -408,7 +408,13 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
         Err(FreshError::OAuth(error)) => return Err(oauth_error(PROVIDER, error)),
         Err(FreshError::Store(error)) => return Err(error),
     };
-    let project_id = record.data_str("project_id").map(str::to_owned);
+    // The project setup configured, while it is connected; else another connected one.
+    let connected = conn::connected_accounts(&state.db, &user.id, PROVIDER).await?;
+    let project_id = record
+        .data_str("project_id")
+        .filter(|project_id| connected.iter().any(|id| id == project_id))
+        .or(connected.first().map(String::as_str))
+        .map(str::to_owned);
     let has_billing = match &project_id {
         Some(project_id) => match client.has_billing(&tokens.access_token, project_id).await {
             Ok(billing) => billing,
@@ -421,7 +427,7 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
         None => false,
     };
     Ok(Json(CloudAStatus {
-        connected: conn::has_connected_account(&state.db, &user.id, PROVIDER).await?,
+        connected: !connected.is_empty(),
         provider: PROVIDER.as_str(),
         project_id,
         has_billing,

@@ -482,6 +482,82 @@ async fn cloud_a_force_disconnect_deletes_the_credentials() {
     assert_eq!(records, 0);
 }
 
+#[tokio::test]
+async fn cloud_a_status_names_a_connected_project() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    connect_cloud_a(&app, &fakes, &user).await;
+    let disconnect = |account: &'static str| {
+        let (app, user) = (&app, user.clone());
+        async move {
+            let body = json!({ "provider": "cloud_a", "account_id": account });
+            let (status, body) = call(app, &user, Method::DELETE, "/api/user_connections", Some(body)).await;
+            assert_eq!(status, 200, "{body}");
+        }
+    };
+
+    disconnect("alpha-project").await;
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_a/status", None).await;
+    assert_eq!(body["connected"], true, "{body}");
+    assert_eq!(
+        body["project_id"], "beta-project",
+        "the set-up project is disconnected: {body}"
+    );
+
+    disconnect("beta-project").await;
+    disconnect("gamma-project").await;
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_a/status", None).await;
+    assert_eq!(body["connected"], false, "{body}");
+    assert!(body["project_id"].is_null(), "{body}");
+}
+
+#[tokio::test]
+async fn cloud_a_setup_that_fails_leaves_its_projects_in_error_not_pending() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    fakes.cloud_a.deny_service_enablement();
+    let state = login_state(&app, &user).await;
+    fakes.cloud_a.register_code("code-denied", "viewer@example.com");
+    let params = redirect_params(&callback(&app, &[("code", "code-denied"), ("state", &state)]).await);
+    let task_id = param(&params, "task_id").expect("task id").to_owned();
+    let path = format!("/cloud_a/setup/status/{task_id}");
+    let path = path.as_str();
+    let (app_ref, user_ref) = (&app, user.as_str());
+    let failed = eventually("the cloud_a setup to fail", || async move {
+        let (_, body) = call(app_ref, user_ref, Method::GET, path, None).await;
+        assert_ne!(body["state"], "SUCCESS", "{body}");
+        (body["state"] == "FAILURE").then_some(body)
+    })
+    .await;
+    assert_eq!(failed["complete"], true);
+    assert!(failed["status"].as_str().unwrap().contains("403"), "{failed}");
+
+    let statuses = eventually("the connections to leave pending", || async move {
+        let (_, connections) = call(app_ref, user_ref, Method::GET, "/api/user_connections", None).await;
+        let statuses: Vec<(String, String)> = connections
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["account_id"].as_str().unwrap().to_owned(),
+                    c["status"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        statuses
+            .iter()
+            .all(|(_, status)| status != "pending")
+            .then_some(statuses)
+    })
+    .await;
+    let expected: Vec<(String, String)> = ["alpha-project", "beta-project", "gamma-project"]
+        .into_iter()
+        .map(|project| (project.to_owned(), "error".to_owned()))
+        .collect();
+    assert_eq!(statuses, expected);
+}
+
 /// An error in the spec's `status`/`message` shape as well as the service's `error`/`code`.
 async fn assert_status_error(response: reqwest::Response, status: u16, code: &str) -> Value {
     let body = assert_error(response, status, code).await;
@@ -641,6 +717,25 @@ async fn cloud_c_login_picks_the_first_enabled_subscription() {
 
 pub fn cloud_d_connect() -> Value {
     json!({ "accessKey": ACCESS_KEY, "secretKey": SECRET_KEY })
+}
+
+#[tokio::test]
+async fn a_user_id_of_the_longest_escaped_form_still_connects() {
+    let (app, _fakes) = spawn_with_fakes().await;
+    // Each `/` is escaped in the secret's name: spelled out, the reference would not fit its column.
+    for user in ["/".repeat(255), "%".repeat(255)] {
+        let (status, body) = call(
+            &app,
+            &user,
+            Method::POST,
+            "/cloud_d_api/cloud_d/connect",
+            Some(cloud_d_connect()),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let (_, body) = call(&app, &user, Method::GET, "/cloud_d_api/cloud_d/status", None).await;
+        assert_eq!(body["connected"], true, "{body}");
+    }
 }
 
 #[tokio::test]

@@ -116,6 +116,13 @@ pub enum ConnectionCommand {
         secret_ref: String,
         at: DateTime<Utc>,
     },
+    /// A setup that began the connection has finished: the connection becomes `connected` if it
+    /// is still pending. One the user disconnected (or that failed) meanwhile stays as it is.
+    CompleteSetup {
+        user_id: String,
+        secret_ref: String,
+        at: DateTime<Utc>,
+    },
     /// The credentials stopped working; the user must reconnect.
     Fail {
         user_id: String,
@@ -289,6 +296,30 @@ impl Connection {
                     provider,
                     account_id,
                     account_name,
+                    secret_ref,
+                    at,
+                }])
+            }
+            C::CompleteSetup {
+                user_id,
+                secret_ref,
+                at,
+            } => {
+                let connection = self.owned_by(&user_id)?;
+                if secret_ref.trim().is_empty() {
+                    return Err(ConnectionError::Invalid("a connection needs stored credentials".into()));
+                }
+                let Some(provider) = connection
+                    .provider
+                    .filter(|_| connection.status == ConnectionStatus::Pending)
+                else {
+                    return Ok(vec![]);
+                };
+                Ok(vec![E::ConnectionEstablished {
+                    user_id,
+                    provider,
+                    account_id: connection.account_id.clone(),
+                    account_name: connection.account_name.clone(),
                     secret_ref,
                     at,
                 }])

@@ -184,6 +184,64 @@ fn disconnect_twice_is_quiet_unless_credentials_are_now_deleted() {
         .then_expect_events(vec![disconnected(false)]);
 }
 
+fn complete_setup(user_id: &str) -> ConnectionCommand {
+    ConnectionCommand::CompleteSetup {
+        user_id: user_id.into(),
+        secret_ref: SECRET_REF.into(),
+        at: at(3),
+    }
+}
+
+#[test]
+fn completed_setup_connects_a_pending_connection() {
+    let ConnectionEvent::ConnectionPending {
+        provider,
+        account_id,
+        account_name,
+        ..
+    } = pending()
+    else {
+        unreachable!()
+    };
+    Given::with(())
+        .given(vec![pending()])
+        .when(complete_setup(OWNER))
+        .then_expect_events(vec![ConnectionEvent::ConnectionEstablished {
+            user_id: OWNER.into(),
+            provider,
+            account_id,
+            account_name,
+            secret_ref: SECRET_REF.into(),
+            at: at(3),
+        }]);
+}
+
+#[test]
+fn completed_setup_leaves_a_connection_disconnected_or_failed_meanwhile_as_it_is() {
+    Given::with(())
+        .given(vec![pending(), disconnected(true)])
+        .when(complete_setup(OWNER))
+        .then_expect_events(vec![]);
+    Given::with(())
+        .given(vec![
+            pending(),
+            ConnectionEvent::ConnectionFailed {
+                reason: "setup failed".into(),
+                at: at(2),
+            },
+        ])
+        .when(complete_setup(OWNER))
+        .then_expect_events(vec![]);
+    Given::with(())
+        .given(vec![pending()])
+        .when(complete_setup("intruder"))
+        .then_expect_error(ConnectionError::NotFound);
+    Given::with(())
+        .given_no_previous_events()
+        .when(complete_setup(OWNER))
+        .then_expect_error(ConnectionError::NotFound);
+}
+
 #[test]
 fn fail_marks_a_connection_in_error_once() {
     let fail = || ConnectionCommand::Fail {

@@ -34,6 +34,8 @@ struct CloudAState {
     refresh_tokens: HashMap<String, RefreshGrant>,
     access_tokens: HashMap<String, AccessGrant>,
     projects: Vec<FakeProject>,
+    /// Whether enabling services is refused (403), as for a user who may not.
+    enablement_denied: bool,
 }
 
 struct RefreshGrant {
@@ -80,6 +82,7 @@ impl FakeCloudA {
             refresh_tokens: HashMap::new(),
             access_tokens: HashMap::new(),
             projects: Vec::new(),
+            enablement_denied: false,
         }));
         let router = Router::new()
             .route("/token", post(token))
@@ -135,6 +138,11 @@ impl FakeCloudA {
     }
 
     /// Refreshing with `refresh_token` fails with `invalid_grant` from now on.
+    /// From now on, enabling services answers 403 (the consenting user may not enable APIs).
+    pub fn deny_service_enablement(&self) {
+        self.lock().enablement_denied = true;
+    }
+
     pub fn revoke_refresh_token(&self, refresh_token: &str) {
         if let Some(grant) = self.lock().refresh_tokens.get_mut(refresh_token) {
             grant.revoked = true;
@@ -336,6 +344,12 @@ async fn batch_enable(
     let Some(services) = request["serviceIds"].as_array() else {
         return bad_request("serviceIds is required.");
     };
+    if state.enablement_denied {
+        return json_response(
+            StatusCode::FORBIDDEN,
+            json!({ "error": { "code": 403, "message": "Permission denied to enable service", "status": "PERMISSION_DENIED" } }),
+        );
+    }
     let Some(project) = state.projects.iter_mut().find(|p| p.id == id) else {
         return not_found("Project");
     };
