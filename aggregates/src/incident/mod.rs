@@ -262,7 +262,7 @@ pub enum IncidentError {
     NotFound,
     #[error("incident already exists")]
     AlreadyExists,
-    #[error("incident is already merged into another incident")]
+    #[error("incident is already merged")]
     AlreadyMerged,
     /// The incident no longer takes alerts (not investigating, or full); open a new one instead.
     #[error("incident does not take more alerts: {0}")]
