@@ -125,6 +125,7 @@ pub async fn answer(
         chunker: SentenceChunker::new(),
         text: String::new(),
         tool_calls: Vec::new(),
+        running: None,
     };
     let outcome = {
         let work = turn.run(&query, incident_id, history, &accepted);
@@ -134,6 +135,27 @@ pub async fn answer(
             outcome = &mut work => Some(outcome),
         }
     };
+    // A tool call cut off by the cancel (running, or waiting for its confirmation) ends as an
+    // error, so that no client waits for it to leave `running`.
+    if let Some((call_id, name, input)) = turn.running.take() {
+        let output = "not finished: the user cancelled";
+        outbox.send(ServerMessage::tool_call(
+            &sid,
+            &ToolCallStatus {
+                tool_call_id: &call_id,
+                tool_name: &name,
+                input: &input,
+                status: "error",
+                output: Some(output),
+            },
+        ));
+        turn.tool_calls.push(StoredToolCall {
+            tool_name: name,
+            input,
+            output: output.to_owned(),
+            extra: Default::default(),
+        });
+    }
     // Whatever was cut mid-sentence still goes out, so the client's text matches what is saved.
     for chunk in turn.chunker.finish() {
         outbox.send(ServerMessage::chunk(&sid, &chunk));
@@ -289,6 +311,8 @@ struct Turn<'a> {
     chunker: SentenceChunker,
     text: String,
     tool_calls: Vec<StoredToolCall>,
+    /// The tool call reported `running` and not yet finished: `(id, tool, input)`.
+    running: Option<(String, String, Value)>,
 }
 
 impl Turn<'_> {
@@ -407,10 +431,12 @@ impl Turn<'_> {
             )
         };
         self.outbox.send(report("running", None));
+        self.running = Some((call_id.to_owned(), name.to_owned(), input.clone()));
         let result = match Tool::named(name) {
             None => Err(format!("there is no tool named {name}")),
             Some(tool) => self.permitted_run(tool, input).await,
         };
+        self.running = None;
         let output = match &result {
             Ok(value) => value.as_str().map_or_else(|| value.to_string(), str::to_owned),
             Err(message) => message.clone(),
@@ -454,11 +480,7 @@ impl Turn<'_> {
                     ));
                     return Err("refused: ask mode is read-only".into());
                 }
-                Mode::Agent => {
-                    if !self.confirmed(tool, input).await {
-                        return Err("not run: the user declined (or did not answer) the confirmation".into());
-                    }
-                }
+                Mode::Agent => self.confirmed(tool, input).await.map_err(str::to_owned)?,
             }
         }
         let limit = Duration::from_secs(self.state.config.agent_tool_timeout_secs);
@@ -473,10 +495,11 @@ impl Turn<'_> {
         }
     }
 
-    /// Asks the user to approve a mutating call; silence until the timeout is a refusal.
-    async fn confirmed(&mut self, tool: Tool, input: &Value) -> bool {
+    /// Asks the user to approve a mutating call; silence until the timeout is a refusal. The
+    /// error says why the call does not run.
+    async fn confirmed(&mut self, tool: Tool, input: &Value) -> Result<(), &'static str> {
         if self.outbox.is_closed() {
-            return false; // nobody is there to approve
+            return Err("not run: nobody is connected to confirm it");
         }
         let confirmation_id = Uuid::new_v4().to_string();
         let (answer, answered) = oneshot::channel();
@@ -493,9 +516,15 @@ impl Turn<'_> {
                 .unwrap_or_default(),
         ));
         let wait = Duration::from_secs(self.state.config.agent_confirmation_timeout_secs);
-        let approved = matches!(tokio::time::timeout(wait, answered).await, Ok(Ok(true)));
+        let answer = tokio::time::timeout(wait, answered).await;
         self.confirmations.remove(&confirmation_id);
-        approved
+        match answer {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err("not run: the user declined the confirmation"),
+            // The pending confirmation was dropped: the user cancelled the turn.
+            Ok(Err(_)) => Err("not run: the user cancelled"),
+            Err(_) => Err("not run: the confirmation was not answered in time (counted as declined)"),
+        }
     }
 
     /// The answer when no model is configured: what the user's incidents say about the question.

@@ -325,6 +325,45 @@ async fn a_mutating_command_waits_for_confirmation_and_runs_only_when_approved()
 }
 
 #[tokio::test]
+async fn a_cancel_while_a_confirmation_waits_ends_its_tool_call_as_an_error() {
+    let model = FakeOpenAi::start().await;
+    let command = json!({ "command": "kubectl delete pod checkout-1 -n shop" });
+    model.push(Reply::tool_call("cloud_cli", command.clone()));
+    let app = app_with_model(&model, Some(fake_cli())).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "Delete the checkout pod", json!({})).await;
+    let mut seen = Vec::new();
+    loop {
+        let message = client.next().await;
+        let asked = message["type"] == "confirmation_request";
+        seen.push(message);
+        if asked {
+            break;
+        }
+    }
+    client
+        .send(json!({ "type": "control", "action": "cancel", "session_id": session_id, "user_id": user }))
+        .await;
+    seen.extend(client.until_end().await);
+    let calls = of_type(&seen, "tool_call");
+    let statuses: Vec<&str> = calls
+        .iter()
+        .map(|call| call["data"]["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["running", "error"], "{calls:?}");
+    assert_eq!(calls[0]["data"]["tool_call_id"], calls[1]["data"]["tool_call_id"]);
+    assert!(
+        calls[1]["data"]["output"].as_str().unwrap().contains("cancelled"),
+        "{calls:?}"
+    );
+    let end = seen.last().unwrap();
+    assert_eq!(end["data"]["isComplete"], false, "{end}");
+}
+
+#[tokio::test]
 async fn ask_mode_refuses_mutating_commands_with_read_only_mode() {
     let model = FakeOpenAi::start().await;
     model.push(Reply::tool_call(
