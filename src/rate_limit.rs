@@ -28,7 +28,7 @@ use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    auth::{claimed_user_id, session_token},
+    auth::{claimed_user_id, session_token, Identity},
     cache::{Cache, RedisHandle},
     config::Config,
     error::AppError,
@@ -215,17 +215,39 @@ impl RateLimiter {
     }
 }
 
-/// Who a request is counted against: the claimed user, else the ingestion token, else the login
-/// session; `None` when the request carries none of them.
-fn identified_caller_key(request: &Request) -> Option<String> {
+/// Who a request is counted against: the user (claimed by `X-User-ID`, or the login session's),
+/// else the ingestion token; `None` when the request carries none of them. A session is looked up
+/// here (and the identity kept for the handler), so that one user's sessions and headers spend
+/// one budget.
+async fn identified_caller_key(request: Request, state: &AppState) -> (Request, Option<String>) {
+    let user_key = |user_id: &str| format!("user:{}", hex::encode(Sha256::digest(user_id.as_bytes())));
     let headers = request.headers();
     if let Some(user_id) = claimed_user_id(headers) {
-        return Some(format!("user:{}", hex::encode(Sha256::digest(user_id.as_bytes()))));
+        return (request, Some(user_key(&user_id)));
     }
     if let Some(token) = presented_token(headers, request.uri()) {
-        return Some(format!("token:{}", hex::encode(Sha256::digest(token.as_bytes()))));
+        return (
+            request,
+            Some(format!("token:{}", hex::encode(Sha256::digest(token.as_bytes())))),
+        );
     }
-    session_token(headers).map(|token| format!("session:{}", hex::encode(Sha256::digest(token.as_bytes()))))
+    let Some(token) = session_token(headers) else {
+        return (request, None);
+    };
+    let (mut parts, body) = request.into_parts();
+    let key = match Identity::resolve(&parts, state).await {
+        Ok(identity) => {
+            let key = match &identity {
+                Identity::User(user_id) => user_key(user_id),
+                _ => format!("session:{}", hex::encode(Sha256::digest(token.as_bytes()))),
+            };
+            parts.extensions.insert(identity);
+            key
+        }
+        // The handler meets the same failure and answers for it.
+        Err(_) => format!("session:{}", hex::encode(Sha256::digest(token.as_bytes()))),
+    };
+    (Request::from_parts(parts, body), Some(key))
 }
 
 fn client_address_key(request: &Request) -> String {
@@ -239,7 +261,8 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
     let Some(scope) = Scope::of(request.method(), request.uri().path()) else {
         return next.run(request).await;
     };
-    let (scope, caller) = match identified_caller_key(&request) {
+    let (request, caller) = identified_caller_key(request, &state).await;
+    let (scope, caller) = match caller {
         Some(caller) => (scope, caller),
         None => (Scope::Anonymous, client_address_key(&request)),
     };

@@ -171,3 +171,43 @@ async fn anonymous_requests_are_refused_past_their_own_budget() {
         "a user from the same address spends the user's budget"
     );
 }
+
+#[tokio::test]
+async fn a_users_sessions_and_header_spend_one_budget() {
+    use reqwest::header::COOKIE;
+
+    let app = spawn_app_with(|config| config.rate_limit_per_minute = 6).await;
+    let user = app.new_user().await;
+    // A client without a cookie jar: each request carries only the credentials given to it.
+    let client = reqwest::Client::new();
+    let mut cookies = Vec::new();
+    for _ in 0..2 {
+        let login = client
+            .post(app.url("/api/auth/login"))
+            .json(&serde_json::json!({ "email": user.email, "password": crate::helpers::PASSWORD }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(login.status(), 200);
+        let cookie = login.headers()["set-cookie"].to_str().unwrap();
+        cookies.push(cookie.split(';').next().unwrap().to_owned());
+    }
+    let with_cookie = |cookie: &str| client.get(app.url("/api/incidents")).header(COOKIE, cookie);
+    let with_header = || client.get(app.url("/api/incidents")).header("X-User-ID", &user.id);
+    let requests = [
+        with_cookie(&cookies[0]),
+        with_cookie(&cookies[1]),
+        with_header(),
+        with_cookie(&cookies[0]),
+        with_cookie(&cookies[1]),
+        with_header(),
+    ];
+    for (spent, request) in requests.into_iter().enumerate() {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "request {}", spent + 1);
+        assert_eq!(header(&response, "x-ratelimit-remaining"), 5 - spent as u64);
+    }
+    for request in [with_cookie(&cookies[0]), with_cookie(&cookies[1]), with_header()] {
+        assert_error(request.send().await.unwrap(), 429, "rate_limited").await;
+    }
+}
