@@ -330,13 +330,18 @@ impl ChatSession {
             } => {
                 let session = self.owned_by(&user_id)?;
                 let mut events = Vec::new();
-                if let Some(ui_state) = ui_state {
-                    if session.title == DEFAULT_TITLE {
-                        let title = generate_title(&session.messages);
-                        if title != session.title {
-                            events.push(E::TitleChanged { title, at });
-                        }
+                // A session still called `New Chat` (created empty, say, then asked over the
+                // WebSocket) is named after its first user message, this one if it is the first.
+                if session.title == DEFAULT_TITLE {
+                    let mut title = generate_title(&session.messages);
+                    if title == DEFAULT_TITLE {
+                        title = generate_title(std::slice::from_ref(&message));
                     }
+                    if title != session.title {
+                        events.push(E::TitleChanged { title, at });
+                    }
+                }
+                if let Some(ui_state) = ui_state {
                     events.push(E::UiStateChanged { ui_state, at });
                 }
                 events.push(E::MessageAppended { message, at });

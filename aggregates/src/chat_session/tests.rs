@@ -414,6 +414,42 @@ fn a_turn_saves_the_ui_state_and_titles_a_new_chat_from_its_messages() {
 }
 
 #[test]
+fn a_new_chat_is_titled_after_the_first_question_of_its_first_turn() {
+    let question = Message::user("Why is checkout returning 502 since the deploy this morning?");
+    Given::with(())
+        .given(vec![created(DEFAULT_TITLE, vec![])])
+        .when(begin_turn(&question, None))
+        .then_expect_events(vec![
+            ChatSessionEvent::TitleChanged {
+                title: generate_title(std::slice::from_ref(&question)),
+                at: at(8),
+            },
+            ChatSessionEvent::MessageAppended {
+                message: question.clone(),
+                at: at(8),
+            },
+            ChatSessionEvent::StatusChanged {
+                status: SessionStatus::InProgress,
+                at: at(8),
+            },
+        ]);
+    // A titled session keeps its title.
+    Given::with(())
+        .given(vec![created("Checkout outage", vec![])])
+        .when(begin_turn(&question, None))
+        .then_expect_events(vec![
+            ChatSessionEvent::MessageAppended {
+                message: question,
+                at: at(8),
+            },
+            ChatSessionEvent::StatusChanged {
+                status: SessionStatus::InProgress,
+                at: at(8),
+            },
+        ]);
+}
+
+#[test]
 fn a_turn_ends_with_the_answer_and_its_outcome() {
     let answer = Message::assistant("Roll back the release.");
     let appended = ChatSessionEvent::MessageAppended {
