@@ -76,7 +76,9 @@ fn valid_email(raw: &str) -> Result<String, AppError> {
     if email.is_empty() {
         return Err(AppError::invalid("email is required"));
     }
-    if email.len() > MAX_FIELD_LEN || !email_address::EmailAddress::is_valid(email) || !email.contains('.') {
+    // A domain without a dot (`admin@localhost`) is a valid address, and self-hosted
+    // deployments use them.
+    if email.len() > MAX_FIELD_LEN || !email_address::EmailAddress::is_valid(email) {
         return Err(AppError::invalid("email is not a valid address"));
     }
     Ok(email.to_owned())

@@ -28,6 +28,12 @@ async fn register_validation() {
     let app = spawn_app().await;
     assert_error(app.register("bob@example.com", "short").await, 400, "invalid_request").await;
     assert_error(app.register("not-an-email", PASSWORD).await, 400, "invalid_request").await;
+    assert_error(app.register("two@@example.com", PASSWORD).await, 400, "invalid_request").await;
+    assert_eq!(
+        app.register("admin@localhost", PASSWORD).await.status(),
+        201,
+        "a dotless domain is valid"
+    );
     assert_error(app.register("", PASSWORD).await, 400, "invalid_request").await;
     let missing_email = app
         .post_json("/api/auth/register", &json!({ "password": PASSWORD }))
