@@ -4,11 +4,12 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
+use cqrs_es::AggregateError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 use vigil_aggregates::{
-    chat_session::{ChatSessionCommand, Message},
+    chat_session::{ChatSessionCommand, Message, SessionStatus},
     incident::{AnalysisStatus, IncidentCommand, MAX_SUMMARY_CHARS},
     incident_analysis::{
         AnalysisCommand, Citation, Suggestion as DomainSuggestion, SuggestionKind, ThoughtKind as DomainThoughtKind,
@@ -116,6 +117,9 @@ impl RcaHandler {
         // The summary message goes into the session before the incident says `complete`, so that
         // whoever sees `complete` also finds the answer; a retried job does not post it twice.
         let session = vigil_projections::chat_sessions::find_active(&state.db, &payload.user_id, session_id).await?;
+        let idle = session
+            .as_ref()
+            .is_some_and(|row| row.status == SessionStatus::Active.as_str());
         let posted = session.is_some_and(|row| row.messages.last().is_some_and(|m| m.text == analysis.summary));
         if !posted {
             let append = ChatSessionCommand::AppendMessage {
@@ -126,6 +130,18 @@ impl RcaHandler {
             execute(&state.events.chat_sessions, &session_id.to_string(), append, ACTOR)
                 .await
                 .map_err(retryable)?;
+        }
+        // The analysis is the session's workflow: it has finished (spec: active → completed). A
+        // session the user is chatting in meanwhile is left to that turn.
+        if idle {
+            let complete = ChatSessionCommand::Complete {
+                user_id: payload.user_id.clone(),
+                at: Utc::now(),
+            };
+            match execute(&state.events.chat_sessions, &session_id.to_string(), complete, ACTOR).await {
+                Ok(()) | Err(AggregateError::UserError(_)) => {}
+                Err(error) => return Err(retryable(error)),
+            }
         }
         self.patch(payload, Some(AnalysisStatus::Complete), Some(analysis.summary.clone()))
             .await?;

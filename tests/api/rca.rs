@@ -199,6 +199,10 @@ async fn an_alert_after_a_failed_deploy_is_analysed_end_to_end() {
     let session = &incident["chatSessions"][0];
     assert_eq!(incident["chatSessionId"], session["id"]);
     assert_eq!(session["messages"].as_array().unwrap().last().unwrap()["text"], summary);
+    assert_eq!(
+        session["status"], "completed",
+        "the analysis, the session's workflow, has finished"
+    );
 
     let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE unique_key = $1")
         .bind(format!("rca:incident:{id}"))
