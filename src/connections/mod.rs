@@ -504,6 +504,21 @@ pub async fn has_connected_account(db: &PgPool, user_id: &str, provider: Provide
     Ok(!connected_accounts(db, user_id, provider).await?.is_empty())
 }
 
+/// Whether the account the stored credentials are for is connected: a DELETE of that account, or
+/// credentials since replaced by another account's, leave a provider's status not connected.
+pub async fn is_account_connected(
+    db: &PgPool,
+    user_id: &str,
+    provider: Provider,
+    account_id: Option<&str>,
+) -> Result<bool, AppError> {
+    let Some(account_id) = account_id else {
+        return Ok(false);
+    };
+    let connected = connected_accounts(db, user_id, provider).await?;
+    Ok(connected.iter().any(|id| id == account_id))
+}
+
 /// The account ids of the user's `connected` connections to `provider`.
 pub async fn connected_accounts(db: &PgPool, user_id: &str, provider: Provider) -> Result<Vec<String>, AppError> {
     let rows = read::of_provider(db, user_id, provider.as_str()).await?;

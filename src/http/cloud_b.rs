@@ -185,7 +185,13 @@ async fn get_credentials(
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudBStatus>, AppError> {
     let record = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await?;
     Ok(Json(CloudBStatus {
-        connected: record.is_some() && conn::has_connected_account(&state.db, &user.id, PROVIDER).await?,
+        connected: conn::is_account_connected(
+            &state.db,
+            &user.id,
+            PROVIDER,
+            record.as_ref().and_then(|r| r.data_str("account_id")),
+        )
+        .await?,
         provider: PROVIDER.as_str(),
         role_arn: record.as_ref().and_then(|r| r.data_str("role_arn")).map(str::to_owned),
         account_id: record

@@ -153,7 +153,13 @@ fn azure_error(error: AzureError) -> AppError {
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudCStatus>, AppError> {
     let record = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await?;
     Ok(Json(CloudCStatus {
-        connected: record.is_some() && conn::has_connected_account(&state.db, &user.id, PROVIDER).await?,
+        connected: conn::is_account_connected(
+            &state.db,
+            &user.id,
+            PROVIDER,
+            record.as_ref().and_then(|r| r.subscription_id.as_deref()),
+        )
+        .await?,
         provider: PROVIDER.as_str(),
         subscription_id: record.as_ref().and_then(|r| r.subscription_id.clone()),
         subscription_name: record.and_then(|r| r.subscription_name),

@@ -228,7 +228,13 @@ async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Jso
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudEStatus>, AppError> {
     let record = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await?;
     Ok(Json(CloudEStatus {
-        connected: record.is_some() && conn::has_connected_account(&state.db, &user.id, PROVIDER).await?,
+        connected: conn::is_account_connected(
+            &state.db,
+            &user.id,
+            PROVIDER,
+            record.as_ref().and_then(|r| r.client_id.as_deref()),
+        )
+        .await?,
         provider: PROVIDER.as_str(),
         network: record
             .as_ref()

@@ -648,6 +648,30 @@ async fn cloud_b_assumes_the_role_with_the_users_external_id() {
 }
 
 #[tokio::test]
+async fn cloud_b_status_follows_the_account_its_stored_role_belongs_to() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    let external_id = cloud_b_external_id(&app, &user).await;
+    let second = "arn:aws:iam::210987654321:role/vigil-agent";
+    for role_arn in [ROLE_ARN, second] {
+        fakes.sts.add_role(&role_arn.parse::<RoleArn>().unwrap(), &external_id);
+        let auth = json!({ "userId": user, "role_arn": role_arn, "external_id": external_id });
+        let (status, body) = call(&app, &user, Method::POST, "/cloud_b/auth", Some(auth)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_b/status", None).await;
+    assert_eq!(body["connected"], true, "{body}");
+    assert_eq!(body["account_id"], "210987654321", "the latest role is the stored one");
+
+    // Disconnecting the stored role's account leaves no usable credentials, whatever the others say.
+    let delete = json!({ "provider": "cloud_b", "account_id": "210987654321" });
+    let (status, _) = call(&app, &user, Method::DELETE, "/api/user_connections", Some(delete)).await;
+    assert_eq!(status, 200);
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_b/status", None).await;
+    assert_eq!(body["connected"], false, "{body}");
+}
+
+#[tokio::test]
 async fn cloud_b_credentials_are_assumed_again_when_they_expire() {
     let (app, fakes) = spawn_with_fakes().await;
     let user = app.new_user().await.id;
