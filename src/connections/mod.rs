@@ -447,6 +447,7 @@ pub async fn save_and_connect(
     check_account_id(account_id)
         .and_then(|()| checked_name(account_name.clone()).map(drop))
         .map_err(|error| AppError::from(AggregateError::UserError(error)))?;
+    let replaced = tokens::find(&state.db, user_id, provider.as_str()).await?;
     let secret_ref = state
         .connections
         .save(&state.db, user_id, provider, credentials, fields)
@@ -461,6 +462,23 @@ pub async fn save_and_connect(
     };
     let id = connection_id(user_id, provider, account_id);
     execute(&state.events.connections, &id, command, Actor::User(user_id)).await?;
+    // One credential per user and provider: the provider's other accounts lose theirs, unless
+    // the same cloud_c principal reaches them too.
+    let same_principal = provider == Provider::CloudC
+        && replaced.is_some_and(|old| old.tenant_id == fields.tenant_id && old.client_id == fields.client_id);
+    if !same_principal {
+        for row in read::of_provider(&state.db, user_id, provider.as_str()).await? {
+            if row.account_id == account_id || row.status == ConnectionStatus::NotConnected.as_str() {
+                continue;
+            }
+            let command = ConnectionCommand::Disconnect {
+                user_id: user_id.to_owned(),
+                credentials_kept: false,
+                at: Utc::now(),
+            };
+            execute(&state.events.connections, &row.id, command, Actor::User(user_id)).await?;
+        }
+    }
     Ok(())
 }
 

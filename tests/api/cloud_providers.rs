@@ -662,6 +662,18 @@ async fn cloud_b_status_follows_the_account_its_stored_role_belongs_to() {
     let (_, body) = call(&app, &user, Method::GET, "/cloud_b/status", None).await;
     assert_eq!(body["connected"], true, "{body}");
     assert_eq!(body["account_id"], "210987654321", "the latest role is the stored one");
+    let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
+    let statuses: Vec<(&str, &str)> = connections
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["account_id"].as_str().unwrap(), c["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [("123456789012", "not_connected"), ("210987654321", "connected")],
+        "the first role's credentials were replaced"
+    );
 
     // Disconnecting the stored role's account leaves no usable credentials, whatever the others say.
     let delete = json!({ "provider": "cloud_b", "account_id": "210987654321" });
@@ -693,6 +705,31 @@ async fn cloud_b_credentials_are_assumed_again_when_they_expire() {
     );
     call(&app, &user, Method::GET, "/cloud_b/get-credentials", None).await;
     assert_eq!(fakes.sts.issued().len(), 2, "the new ones last an hour");
+}
+
+#[tokio::test]
+async fn cloud_c_subscriptions_of_one_principal_stay_connected_together() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let staging = "22222222-3333-4444-8555-666677778888";
+    fakes
+        .azure
+        .add_subscription(TENANT_ID, subscription(staging, "Staging", "Enabled"));
+    let user = app.new_user().await.id;
+    for subscription_id in [SUBSCRIPTION_ID, staging] {
+        let mut login = cloud_c_login(&user);
+        login["subscriptionId"] = json!(subscription_id);
+        let (status, body) = call(&app, &user, Method::POST, "/cloud_c/login", Some(login)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
+    let mut statuses: Vec<(&str, &str)> = connections
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["account_id"].as_str().unwrap(), c["status"].as_str().unwrap()))
+        .collect();
+    statuses.sort();
+    assert_eq!(statuses, [(SUBSCRIPTION_ID, "connected"), (staging, "connected")]);
 }
 
 pub fn cloud_c_login(user: &str) -> Value {
