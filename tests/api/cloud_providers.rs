@@ -215,6 +215,29 @@ pub async fn connect_cloud_a(app: &TestApp, fakes: &Fakes, user: &str) -> Value 
     .await
 }
 
+/// `(account_id, status)` of each of the user's connections, as `GET /api/user_connections` lists them.
+async fn account_statuses(app: &TestApp, user: &str) -> Vec<(String, String)> {
+    let (status, connections) = call(app, user, Method::GET, "/api/user_connections", None).await;
+    assert_eq!(status, 200, "{connections}");
+    connections
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let field = |name: &str| c[name].as_str().unwrap().to_owned();
+            (field("account_id"), field("status"))
+        })
+        .collect()
+}
+
+/// Owned `(account_id, status)` pairs, to compare with [`account_statuses`].
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|&(account, status)| (account.to_owned(), status.to_owned()))
+        .collect()
+}
+
 #[tokio::test]
 async fn cloud_a_sign_in_runs_the_setup_and_connects_every_project() {
     let (app, fakes) = spawn_with_fakes().await;
@@ -254,20 +277,13 @@ async fn cloud_a_sign_in_runs_the_setup_and_connects_every_project() {
         "{bindings:?}"
     );
 
-    let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
-    let connected: Vec<(&str, &str)> = connections
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["account_id"].as_str().unwrap(), c["status"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        connected,
-        [
+        account_statuses(&app, &user).await,
+        pairs(&[
             ("alpha-project", "connected"),
             ("beta-project", "connected"),
             ("gamma-project", "connected")
-        ]
+        ])
     );
 
     let (status, body) = call(&app, &user, Method::GET, "/cloud_a/status", None).await;
@@ -533,29 +549,21 @@ async fn cloud_a_setup_that_fails_leaves_its_projects_in_error_not_pending() {
     assert!(failed["status"].as_str().unwrap().contains("403"), "{failed}");
 
     let statuses = eventually("the connections to leave pending", || async move {
-        let (_, connections) = call(app_ref, user_ref, Method::GET, "/api/user_connections", None).await;
-        let statuses: Vec<(String, String)> = connections
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["account_id"].as_str().unwrap().to_owned(),
-                    c["status"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect();
+        let statuses = account_statuses(app_ref, user_ref).await;
         statuses
             .iter()
             .all(|(_, status)| status != "pending")
             .then_some(statuses)
     })
     .await;
-    let expected: Vec<(String, String)> = ["alpha-project", "beta-project", "gamma-project"]
-        .into_iter()
-        .map(|project| (project.to_owned(), "error".to_owned()))
-        .collect();
-    assert_eq!(statuses, expected);
+    assert_eq!(
+        statuses,
+        pairs(&[
+            ("alpha-project", "error"),
+            ("beta-project", "error"),
+            ("gamma-project", "error")
+        ])
+    );
 }
 
 /// An error in the spec's `status`/`message` shape as well as the service's `error`/`code`.
@@ -662,16 +670,9 @@ async fn cloud_b_status_follows_the_account_its_stored_role_belongs_to() {
     let (_, body) = call(&app, &user, Method::GET, "/cloud_b/status", None).await;
     assert_eq!(body["connected"], true, "{body}");
     assert_eq!(body["account_id"], "210987654321", "the latest role is the stored one");
-    let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
-    let statuses: Vec<(&str, &str)> = connections
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["account_id"].as_str().unwrap(), c["status"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        statuses,
-        [("123456789012", "not_connected"), ("210987654321", "connected")],
+        account_statuses(&app, &user).await,
+        pairs(&[("123456789012", "not_connected"), ("210987654321", "connected")]),
         "the first role's credentials were replaced"
     );
 
@@ -721,15 +722,12 @@ async fn cloud_c_subscriptions_of_one_principal_stay_connected_together() {
         let (status, body) = call(&app, &user, Method::POST, "/cloud_c/login", Some(login)).await;
         assert_eq!(status, 200, "{body}");
     }
-    let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
-    let mut statuses: Vec<(&str, &str)> = connections
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["account_id"].as_str().unwrap(), c["status"].as_str().unwrap()))
-        .collect();
+    let mut statuses = account_statuses(&app, &user).await;
     statuses.sort();
-    assert_eq!(statuses, [(SUBSCRIPTION_ID, "connected"), (staging, "connected")]);
+    assert_eq!(
+        statuses,
+        pairs(&[(SUBSCRIPTION_ID, "connected"), (staging, "connected")])
+    );
 }
 
 pub fn cloud_c_login(user: &str) -> Value {
