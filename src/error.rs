@@ -35,9 +35,15 @@ pub enum AppError {
     },
     #[error("rate limit exceeded: {limit} requests per minute")]
     RateLimited { limit: u32, retry_after_secs: u64 },
+    /// A dependency the request needs (the database) cannot be reached: 503, worth a retry.
+    #[error("{0}")]
+    Unavailable(anyhow::Error),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
+
+/// Seconds a client is asked to wait before retrying a 503.
+const UNAVAILABLE_RETRY_SECS: u32 = 5;
 
 /// The JSON error body of every failed request.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -73,6 +79,7 @@ impl AppError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::Refused { status, .. } => *status,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -80,6 +87,7 @@ impl AppError {
     /// The `error` text a client sees: an internal error's cause is logged, never shown.
     pub fn public_message(&self) -> String {
         match self {
+            Self::Unavailable(_) => "the database is unavailable; retry later".to_owned(),
             Self::Internal(_) => "internal server error".to_owned(),
             other => other.to_string(),
         }
@@ -93,6 +101,7 @@ impl AppError {
             Self::NotFound(_) => "not_found",
             Self::Conflict(_) => "conflict",
             Self::RateLimited { .. } => "rate_limited",
+            Self::Unavailable(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -151,7 +160,25 @@ fn aggregate_failure<E: std::error::Error>(error: AggregateError<E>) -> AppError
 
 impl From<sqlx::Error> for AppError {
     fn from(error: sqlx::Error) -> Self {
-        Self::Internal(error.into())
+        if database_unreachable(&error) {
+            Self::Unavailable(error.into())
+        } else {
+            Self::Internal(error.into())
+        }
+    }
+}
+
+/// Whether `error` says the database cannot be reached or is not serving (a retry may succeed),
+/// rather than that a statement failed: no connection to be had, a connection lost, the server
+/// shutting down or refusing connections (SQLSTATE classes 08 and 57P, 53300, and 3D000 for a
+/// database that is gone).
+fn database_unreachable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08") || code.starts_with("57P") || code == "53300" || code == "3D000"
+        }),
+        _ => false,
     }
 }
 
@@ -176,6 +203,12 @@ impl IntoResponse for AppError {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs.max(1)));
+            }
+            Self::Unavailable(cause) => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(UNAVAILABLE_RETRY_SECS));
+                response.extensions_mut().insert(InternalErrorReport(Arc::new(cause)));
             }
             Self::Internal(cause) => {
                 response.extensions_mut().insert(InternalErrorReport(Arc::new(cause)));

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{
     parsers::NormalizedAlert,
-    placement::{Notification, Placer},
+    placement::{Notification, PlacementError, Placer},
     service::IngestedAlert,
 };
 use crate::{error::AppError, vector_store::VectorStore};
@@ -161,12 +161,16 @@ impl LaneConnection {
             }
         }
         self.0 = None;
-        let conn = self.0.insert(placer.connect().await.map_err(internal)?);
+        let conn = self.0.insert(placer.connect().await.map_err(AppError::from)?);
         let placed = placer.place(conn, batch).await;
         if placed.is_err() {
             self.0 = None;
         }
-        placed.map_err(internal)
+        placed.map_err(|error| match error {
+            // The database out of reach: a 503 that senders retry, like the API's.
+            PlacementError::Database(error) => AppError::from(error),
+            other => internal(other),
+        })
     }
 }
 

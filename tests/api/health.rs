@@ -73,7 +73,7 @@ async fn a_dependency_down_makes_health_unhealthy_503_and_readiness_503() {
 }
 
 #[tokio::test]
-async fn readiness_is_ready_then_503_when_the_database_goes_away() {
+async fn when_the_database_goes_away_readiness_and_requests_that_need_it_answer_503() {
     let app = spawn_app().await;
     let ready = app.get("/health/readiness").await;
     assert_eq!(ready.status(), 200);
@@ -90,6 +90,28 @@ async fn readiness_is_ready_then_503_when_the_database_goes_away() {
     let health = app.get("/health").await;
     assert_eq!(health.status(), 503);
     assert_eq!(health.json::<Value>().await.unwrap()["overall_status"], "unhealthy");
+
+    // An endpoint that needs the database says it is unavailable (retry), not that it failed.
+    let incidents = app
+        .client
+        .get(app.url("/api/incidents"))
+        .header("X-User-ID", "someone")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(incidents.headers()["retry-after"], "5");
+    crate::helpers::assert_error(incidents, 503, "service_unavailable").await;
+    // So does ingestion: an alert sender retries a 503 instead of losing the alert.
+    let alert: Value = serde_json::from_str(include_str!("../fixtures/alerts/source_a/firing.json")).expect("fixture");
+    let ingested = app
+        .client
+        .post(app.url("/api/source_a/alerts"))
+        .header("X-User-ID", "someone")
+        .json(&alert)
+        .send()
+        .await
+        .unwrap();
+    crate::helpers::assert_error(ingested, 503, "service_unavailable").await;
 }
 
 #[tokio::test]
