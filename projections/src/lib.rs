@@ -19,7 +19,7 @@ pub use tail::{
 /// `sql` with each parameter `$n` renumbered `$(n + offset)`, so that a statement's parts written
 /// apart (a read model's row writes, say) can be put in one statement after other parameters.
 /// `sql` must hold no `$` but in parameters (no dollar quotes).
-pub fn renumbered(sql: &str, offset: usize) -> String {
+pub(crate) fn renumbered(sql: &str, offset: usize) -> String {
     let mut out = String::with_capacity(sql.len() + 16);
     let mut rest = sql;
     while let Some(at) = rest.find('$') {

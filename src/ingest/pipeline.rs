@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{
     parsers::NormalizedAlert,
-    placement::{Notification, PlacementError, Placer},
+    placement::{Notification, Placer},
     service::IngestedAlert,
 };
 use crate::{error::AppError, vector_store::VectorStore};
@@ -166,16 +166,8 @@ impl LaneConnection {
         if placed.is_err() {
             self.0 = None;
         }
-        placed.map_err(|error| match error {
-            // The database out of reach: a 503 that senders retry, like the API's.
-            PlacementError::Database(error) => AppError::from(error),
-            other => internal(other),
-        })
+        placed.map_err(AppError::from)
     }
-}
-
-fn internal(error: impl Into<anyhow::Error>) -> AppError {
-    AppError::Internal(error.into())
 }
 
 /// Places a batch; when it fails as a whole, each notification is placed on its own, so that

@@ -47,6 +47,7 @@ use super::{
     service::{alert_info, event_kind, IngestedAlert},
 };
 use crate::{
+    error::AppError,
     event_store::Actor,
     metrics::{PhaseClock, PlacementMetrics, PlacementPhase},
     vector_store::VectorStore,
@@ -126,6 +127,16 @@ pub enum PlacementError {
     Serialization(String),
     #[error("incidents kept changing while alerts were placed; gave up after {MAX_ATTEMPTS} attempts")]
     Contended,
+}
+
+impl From<PlacementError> for AppError {
+    fn from(error: PlacementError) -> Self {
+        match error {
+            // A database out of reach is a 503 that senders retry, as on the rest of the API.
+            PlacementError::Database(error) => AppError::from(error),
+            other => AppError::Internal(other.into()),
+        }
+    }
 }
 
 /// Why one attempt at a batch ended without committing.
@@ -421,12 +432,14 @@ impl Placer {
         // incident must be new or follow on from that version, and all its events fold into the
         // row writes.
         let (rows, rest) = RowWrites::split(&runs);
-        let rows_follow_reads = streams.iter().all(|(aggregate_id, events)| {
-            events.first().is_none_or(|first| {
-                first.sequence == 1 || versions_seen.get(aggregate_id) == Some(&(first.sequence as i64 - 1))
+        let rows_follow_reads = || {
+            streams.iter().all(|(aggregate_id, events)| {
+                events.first().is_none_or(|first| {
+                    first.sequence == 1 || versions_seen.get(aggregate_id) == Some(&(first.sequence as i64 - 1))
+                })
             })
-        });
-        if mode == Mode::Fast && !(rest.is_empty() && rows_follow_reads) {
+        };
+        if mode == Mode::Fast && !(rest.is_empty() && rows_follow_reads()) {
             return Err(Abort::NeedsCare);
         }
         write_batch(conn, &items, &plan.placements, &streams, &found.cursors, &rows).await?;

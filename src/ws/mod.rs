@@ -118,7 +118,7 @@ where
                 Some(Err(tungstenite::Error::Capacity(error))) => {
                     let frame = CloseFrame {
                         code: CloseCode::Size,
-                        reason: format!("{error}").chars().take(100).collect::<String>().into(),
+                        reason: error.to_string().chars().take(100).collect::<String>().into(),
                     };
                     let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(Message::Close(Some(frame)))).await;
                     break Ok(());

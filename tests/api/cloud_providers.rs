@@ -778,19 +778,24 @@ pub fn cloud_d_connect() -> Value {
     json!({ "accessKey": ACCESS_KEY, "secretKey": SECRET_KEY })
 }
 
+/// Connects `user` to the fake cloud_d with its valid keys.
+pub async fn connect_cloud_d(app: &TestApp, user: &str) -> (StatusCode, Value) {
+    call(
+        app,
+        user,
+        Method::POST,
+        "/cloud_d_api/cloud_d/connect",
+        Some(cloud_d_connect()),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_user_id_of_the_longest_escaped_form_still_connects() {
     let (app, _fakes) = spawn_with_fakes().await;
     // Each `/` is escaped in the secret's name: spelled out, the reference would not fit its column.
     for user in ["/".repeat(255), "%".repeat(255)] {
-        let (status, body) = call(
-            &app,
-            &user,
-            Method::POST,
-            "/cloud_d_api/cloud_d/connect",
-            Some(cloud_d_connect()),
-        )
-        .await;
+        let (status, body) = connect_cloud_d(&app, &user).await;
         assert_eq!(status, 200, "{body}");
         let (_, body) = call(&app, &user, Method::GET, "/cloud_d_api/cloud_d/status", None).await;
         assert_eq!(body["connected"], true, "{body}");
@@ -826,14 +831,7 @@ async fn cloud_d_connect_detects_the_organization_and_checks_live() {
         .await;
     assert_error(response, 400, "invalid_credentials").await;
 
-    let (status, body) = call(
-        &app,
-        &user,
-        Method::POST,
-        "/cloud_d_api/cloud_d/connect",
-        Some(cloud_d_connect()),
-    )
-    .await;
+    let (status, body) = connect_cloud_d(&app, &user).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body,

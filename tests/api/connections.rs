@@ -9,9 +9,9 @@ use vigil_secrets::fake::FakeVault;
 
 use crate::{
     cloud_providers::{
-        call, cloud_c_login, cloud_d_connect, cloud_e_connect, connect_cloud_a, spawn_with_fakes, spawn_with_fakes_and,
-        CLOUD_A_CLIENT_SECRET, CLOUD_C_CLIENT_SECRET, CLOUD_E_CLIENT_SECRET, ORGANIZATION, ROLE_ARN, SECRET_KEY,
-        STS_SECRET_ACCESS_KEY, SUBSCRIPTION_ID,
+        call, cloud_c_login, cloud_d_connect, cloud_e_connect, connect_cloud_a, connect_cloud_d, spawn_with_fakes,
+        spawn_with_fakes_and, CLOUD_A_CLIENT_SECRET, CLOUD_C_CLIENT_SECRET, CLOUD_E_CLIENT_SECRET, ORGANIZATION,
+        ROLE_ARN, SECRET_KEY, STS_SECRET_ACCESS_KEY, SUBSCRIPTION_ID,
     },
     helpers::{assert_error, spawn_app, CapturedLogs, TestApp},
 };
@@ -46,14 +46,7 @@ async fn connections_list_in_the_spec_shape() {
     assert!(connections(&app, &user).await.is_empty());
 
     call(&app, &user, Method::POST, "/cloud_c/login", Some(cloud_c_login(&user))).await;
-    call(
-        &app,
-        &user,
-        Method::POST,
-        "/cloud_d_api/cloud_d/connect",
-        Some(cloud_d_connect()),
-    )
-    .await;
+    connect_cloud_d(&app, &user).await;
     let list = connections(&app, &user).await;
     assert_eq!(list.len(), 2);
     let first = &list[0];
@@ -77,14 +70,7 @@ async fn connections_list_in_the_spec_shape() {
 async fn delete_keeps_credentials_and_provider_disconnect_removes_them() {
     let (app, _fakes) = spawn_with_fakes().await;
     let user = app.new_user().await.id;
-    let (status, _) = call(
-        &app,
-        &user,
-        Method::POST,
-        "/cloud_d_api/cloud_d/connect",
-        Some(cloud_d_connect()),
-    )
-    .await;
+    let (status, _) = connect_cloud_d(&app, &user).await;
     assert_eq!(status, 200);
     let reference: String = sqlx::query_scalar("SELECT secret_ref FROM user_tokens WHERE user_id = $1")
         .bind(&user)
@@ -110,14 +96,7 @@ async fn delete_keeps_credentials_and_provider_disconnect_removes_them() {
     assert_eq!(status["connected"], false);
 
     // Reconnecting with the same keys needs nothing more than connecting again.
-    let (status, _) = call(
-        &app,
-        &user,
-        Method::POST,
-        "/cloud_d_api/cloud_d/connect",
-        Some(cloud_d_connect()),
-    )
-    .await;
+    let (status, _) = connect_cloud_d(&app, &user).await;
     assert_eq!(status, 200);
     assert_eq!(connections(&app, &user).await[0]["status"], "connected");
 
@@ -293,23 +272,9 @@ async fn vault_backend_keeps_credentials_in_kv_v2() {
 async fn embedded_ciphertexts_differ_for_equal_secrets_and_decrypt_after_restart() {
     let (app, _fakes) = spawn_with_fakes().await;
     let user = app.new_user().await.id;
-    call(
-        &app,
-        &user,
-        Method::POST,
-        "/cloud_d_api/cloud_d/connect",
-        Some(cloud_d_connect()),
-    )
-    .await;
+    connect_cloud_d(&app, &user).await;
     let first = embedded_rows(&app).await;
-    call(
-        &app,
-        &user,
-        Method::POST,
-        "/cloud_d_api/cloud_d/connect",
-        Some(cloud_d_connect()),
-    )
-    .await;
+    connect_cloud_d(&app, &user).await;
     let second = embedded_rows(&app).await;
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].0, second[0].0, "same secret name");

@@ -329,9 +329,6 @@ pub struct RowWrites<'a> {
 }
 
 impl<'a> RowWrites<'a> {
-    /// How many parameters [`RowWrites::ctes`] takes.
-    pub const PARAMETERS: usize = 25;
-
     /// The row writes that lead each run (an opening, then alerts joined and events that only
     /// touch the row), and per run the events after them, to be applied one by one once the rows
     /// are written.
@@ -383,7 +380,7 @@ impl<'a> RowWrites<'a> {
         crate::renumbered(ROW_WRITES, first - 1)
     }
 
-    /// Binds the [`RowWrites::PARAMETERS`] parameters of [`RowWrites::ctes`], after those bound before.
+    /// Binds the 25 parameters of [`RowWrites::ctes`], after those bound before.
     pub fn bind<'q>(
         &'q self,
         query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
