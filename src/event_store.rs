@@ -186,14 +186,18 @@ where
     }
 }
 
-/// The current state of one aggregate, folded from its events (for reads that need the domain
-/// view rather than a read table, such as the alerts of an incident being merged).
-pub async fn load<A: Aggregate>(db: &PgPool, aggregate_id: &str) -> Result<A, AggregateError<A::Error>> {
+/// The events of one aggregate, oldest first (for reads that need the domain's own record rather
+/// than a read table, such as the alerts of an incident being merged).
+pub async fn load_events<A: Aggregate>(
+    db: &PgPool,
+    aggregate_id: &str,
+) -> Result<Vec<A::Event>, AggregateError<A::Error>> {
     let store =
         PersistedEventStore::<PostgresEventRepository, A>::new_event_store(PostgresEventRepository::new(db.clone()));
-    let mut aggregate = A::default();
-    for envelope in store.load_events(aggregate_id).await? {
-        aggregate.apply(envelope.payload);
-    }
-    Ok(aggregate)
+    Ok(store
+        .load_events(aggregate_id)
+        .await?
+        .into_iter()
+        .map(|envelope| envelope.payload)
+        .collect())
 }

@@ -9,7 +9,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 use vigil_aggregates::{
     chat_session::Message,
-    incident::{ActiveTab, AnalysisStatus, Incident, IncidentCommand, IncidentStatus},
+    incident::{alerts_in, ActiveTab, AnalysisStatus, Incident, IncidentCommand, IncidentStatus},
 };
 use vigil_projections::{
     chat_sessions::{self as sessions, split_inline_images},
@@ -19,7 +19,7 @@ use vigil_projections::{
 use crate::{
     auth::IncidentUser,
     error::{AppError, ErrorBody},
-    event_store::{execute, load, Actor},
+    event_store::{execute, load_events, Actor},
     extract::{JsonBody, Path, Query},
     state::AppState,
 };
@@ -496,7 +496,6 @@ async fn merge_alert(
             "the target incident is itself merged into another incident".into(),
         ));
     }
-    let source = load::<Incident>(&state.db, &source_id.to_string()).await?;
     let now = Utc::now();
     let merge = IncidentCommand::MergeInto {
         user_id: user.id.clone(),
@@ -510,10 +509,13 @@ async fn merge_alert(
         Actor::User(&user.id),
     )
     .await?;
+    // Read once the source is merged, when no alert can join it any more: every alert it took,
+    // up to the merge, goes to the target.
+    let source_events = load_events::<Incident>(&state.db, &source_id.to_string()).await?;
     let absorb = IncidentCommand::Absorb {
         user_id: user.id.clone(),
         source_incident_id: source_id,
-        alerts: source.alerts().to_vec(),
+        alerts: alerts_in(source_events),
         at: now,
     };
     execute(

@@ -32,8 +32,13 @@ type Outcome = Result<Vec<IngestedAlert>, AppError>;
 
 struct Submission {
     notification: Notification,
-    reply: oneshot::Sender<Outcome>,
+    reply: oneshot::Sender<Reply>,
 }
+
+/// The outcome, and the notification handed back to its submitter: freed there, by the thread that
+/// allocated it (the allocator frees another thread's block through an atomic list), and off the
+/// lane, whose time is every batch's.
+type Reply = (Outcome, Notification);
 
 pub struct IngestPipeline {
     lanes: Vec<mpsc::Sender<Submission>>,
@@ -92,9 +97,10 @@ impl IngestPipeline {
             .send(submission)
             .await
             .map_err(|_| stopped())?;
-        outcome
+        let (outcome, _notification) = outcome
             .await
-            .map_err(|_| AppError::Internal(anyhow::anyhow!("the ingestion lane failed to place this notification")))?
+            .map_err(|_| AppError::Internal(anyhow::anyhow!("the ingestion lane failed to place this notification")))?;
+        outcome
     }
 
     fn lane_of(&self, user_id: &str) -> usize {
@@ -173,18 +179,19 @@ impl LaneConnection {
 /// Places a batch; when it fails as a whole, each notification is placed on its own, so that
 /// one notification's failure is never another's.
 async fn place(placer: &Placer, conn: &mut LaneConnection, batch: Vec<Submission>) {
-    let (notifications, replies): (Vec<Notification>, Vec<oneshot::Sender<Outcome>>) =
+    let (notifications, replies): (Vec<Notification>, Vec<oneshot::Sender<Reply>>) =
         batch.into_iter().map(|s| (s.notification, s.reply)).unzip();
     match conn.place(placer, &notifications).await {
         Ok(outcomes) => {
-            for (reply, outcome) in replies.into_iter().zip(outcomes) {
+            for ((reply, outcome), notification) in replies.into_iter().zip(outcomes).zip(notifications) {
                 // The caller may have gone (client disconnected); its alerts are placed all the same.
-                let _ = reply.send(Ok(outcome));
+                let _ = reply.send((Ok(outcome), notification));
             }
         }
         Err(error) if notifications.len() == 1 => {
-            let reply = replies.into_iter().next().expect("one reply per notification");
-            let _ = reply.send(Err(error));
+            let only = notifications.into_iter().zip(replies).next();
+            let (notification, reply) = only.expect("one reply per notification");
+            let _ = reply.send((Err(error), notification));
         }
         Err(error) => {
             tracing::warn!(%error, notifications = notifications.len(), "batch placement failed; placing one by one");
@@ -193,7 +200,7 @@ async fn place(placer: &Placer, conn: &mut LaneConnection, batch: Vec<Submission
                     .place(placer, std::slice::from_ref(&notification))
                     .await
                     .map(|mut outcomes| outcomes.pop().unwrap_or_default());
-                let _ = reply.send(outcome);
+                let _ = reply.send((outcome, notification));
             }
         }
     }

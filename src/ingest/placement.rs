@@ -90,9 +90,11 @@ impl Notification {
             indexable_key(&mut alert.group_key);
         }
         let prepared = alerts
-            .iter()
+            .iter_mut()
             .map(|alert| Prepared {
-                raw_json: alert.raw.to_string(),
+                // Taken, not copied: placement needs only the text, and the tree is freed here,
+                // by the task that built it, rather than by the lane.
+                raw_json: std::mem::take(&mut alert.raw).to_string(),
                 title_embedding: vectors.embed(&alert.title),
             })
             .collect();
@@ -422,7 +424,9 @@ impl Placer {
             }
             plan.placements.push((index, alert_id, placement));
         }
-        let (streams, states) = self.run_commands(conn, &plan).await?;
+        let (streams, states) = self
+            .run_commands(conn, std::mem::take(&mut plan.commands), &plan.opened)
+            .await?;
         clock.lap(PlacementPhase::Decide);
         let runs: Vec<Vec<&EventEnvelope<Incident>>> = match mode {
             Mode::Fast => streams.iter().map(|(_, events)| events.iter().collect()).collect(),
@@ -526,22 +530,27 @@ impl Placer {
         candidates
     }
 
-    /// Runs each incident's commands through the aggregate, in order, from its current state.
-    /// Returns the events to append and the incidents' states after them.
-    async fn run_commands(&self, conn: &mut PgConnection, plan: &Plan) -> Result<Commanded, Abort> {
-        let opened: HashSet<Uuid> = plan.opened.iter().copied().collect();
+    /// Runs each incident's commands through the aggregate, in order, from its current state
+    /// (`opened`: the incidents the commands open). Returns the events to append and the
+    /// incidents' states after them.
+    async fn run_commands(
+        &self,
+        conn: &mut PgConnection,
+        commands: Vec<(Uuid, Vec<IncidentCommand>)>,
+        opened: &[Uuid],
+    ) -> Result<Commanded, Abort> {
+        let opened: HashSet<Uuid> = opened.iter().copied().collect();
         // Taken out rather than cloned (an incident carries its alerts): an attempt that does not
         // commit leaves them to be read again from their events.
         let mut current: HashMap<Uuid, (Incident, usize)> = {
             let mut known = self.known.lock().expect("placement cache lock");
-            plan.commands
+            commands
                 .iter()
                 .filter_map(|(id, _)| Some((*id, known.remove(id)?)))
                 .collect()
         };
         let remembered: HashSet<Uuid> = current.keys().copied().collect();
-        let unknown: Vec<String> = plan
-            .commands
+        let unknown: Vec<String> = commands
             .iter()
             .map(|(id, _)| *id)
             .filter(|id| !opened.contains(id) && !current.contains_key(id))
@@ -567,30 +576,25 @@ impl Placer {
             }
         }
         let metadata = ACTOR.metadata();
-        let mut streams = Vec::with_capacity(plan.commands.len());
-        for (incident_id, commands) in &plan.commands {
+        let mut streams = Vec::with_capacity(commands.len());
+        for (incident_id, commands) in commands {
             let aggregate_id = incident_id.to_string();
-            let (incident, sequence) = current.entry(*incident_id).or_default();
+            let (incident, sequence) = current.entry(incident_id).or_default();
             let mut events = Vec::new();
             for command in commands {
-                let decided = match incident.decide(command.clone()) {
+                let decided = match incident.decide(command) {
                     Ok(decided) => decided,
                     Err(IncidentError::NotCorrelatable(_)) => {
                         return Err(Abort::StaleCandidate {
-                            incident_id: *incident_id,
-                            remembered: remembered.contains(incident_id),
+                            incident_id,
+                            remembered: remembered.contains(&incident_id),
                         })
                     }
-                    Err(source) => {
-                        return Err(Abort::Failed(PlacementError::Refused {
-                            incident_id: *incident_id,
-                            source,
-                        }))
-                    }
+                    Err(source) => return Err(Abort::Failed(PlacementError::Refused { incident_id, source })),
                 };
                 for event in decided {
                     *sequence += 1;
-                    incident.apply(event.clone());
+                    incident.apply_event(&event);
                     events.push(EventEnvelope {
                         aggregate_id: aggregate_id.clone(),
                         sequence: *sequence,

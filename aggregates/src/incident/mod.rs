@@ -280,8 +280,41 @@ pub struct Incident {
     summary: Option<String>,
     active_tab: ActiveTab,
     analyzed_at: Option<DateTime<Utc>>,
-    /// The opening alert first, then every correlated or absorbed one.
-    alerts: Vec<AlertInfo>,
+    /// The opening alert first, then every correlated or absorbed one: their identities only,
+    /// which is all a decision needs (placement keeps thousands of incidents in memory). The
+    /// alerts themselves are in the events ([`alerts_in`]).
+    alerts: Vec<HeldAlert>,
+}
+
+/// Which alert an incident holds: its source and its row in the ingestion store.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct HeldAlert {
+    source_type: String,
+    source_alert_id: i64,
+}
+
+impl From<&AlertInfo> for HeldAlert {
+    fn from(alert: &AlertInfo) -> Self {
+        Self {
+            source_type: alert.source_type.clone(),
+            source_alert_id: alert.source_alert_id,
+        }
+    }
+}
+
+/// Every alert an incident's history holds, in order: the opening alert, then each correlated or
+/// absorbed one (what a merge hands on to its target).
+pub fn alerts_in(events: impl IntoIterator<Item = IncidentEvent>) -> Vec<AlertInfo> {
+    let mut alerts = Vec::new();
+    for event in events {
+        match event {
+            IncidentEvent::IncidentOpened { alert, .. } => alerts = vec![alert],
+            IncidentEvent::AlertCorrelated { alert, .. } => alerts.push(alert),
+            IncidentEvent::IncidentAbsorbed { alerts: absorbed, .. } => alerts.extend(absorbed),
+            _ => {}
+        }
+    }
+    alerts
 }
 
 impl Incident {
@@ -483,8 +516,38 @@ impl Incident {
         &self.user_id
     }
 
-    pub fn alerts(&self) -> &[AlertInfo] {
-        &self.alerts
+    /// [`Aggregate::apply`] from a borrowed event: placement applies the events it decides and
+    /// then writes them, and a clone of each (an alert and its labels) would be spent for nothing.
+    pub fn apply_event(&mut self, event: &IncidentEvent) {
+        use IncidentEvent as E;
+        match event {
+            E::IncidentOpened {
+                incident_id,
+                user_id,
+                alert,
+                ..
+            } => {
+                self.id = Some(*incident_id);
+                self.user_id.clone_from(user_id);
+                self.alerts = vec![alert.into()];
+            }
+            E::AlertCorrelated { alert, .. } => self.alerts.push(alert.into()),
+            E::IncidentAbsorbed { alerts, .. } => self.alerts.extend(alerts.iter().map(HeldAlert::from)),
+            E::StatusChanged {
+                status, analyzed_at, ..
+            } => {
+                self.status = *status;
+                self.analyzed_at = self.analyzed_at.or(*analyzed_at);
+            }
+            E::MergedInto { .. } => self.status = IncidentStatus::Merged,
+            E::AnalysisStatusChanged { status, .. } => self.analysis_status = *status,
+            E::SummaryWritten { summary, .. } => self.summary = Some(summary.clone()),
+            E::ActiveTabChanged { tab, .. } => self.active_tab = *tab,
+            E::AlertResolved { .. }
+            | E::ResolutionRequested { .. }
+            | E::IncidentTouched { .. }
+            | E::ChatSessionLinked { .. } => {}
+        }
     }
 }
 
@@ -508,34 +571,6 @@ impl Aggregate for Incident {
     }
 
     fn apply(&mut self, event: Self::Event) {
-        use IncidentEvent as E;
-        match event {
-            E::IncidentOpened {
-                incident_id,
-                user_id,
-                alert,
-                ..
-            } => {
-                self.id = Some(incident_id);
-                self.user_id = user_id;
-                self.alerts = vec![alert];
-            }
-            E::AlertCorrelated { alert, .. } => self.alerts.push(alert),
-            E::IncidentAbsorbed { alerts, .. } => self.alerts.extend(alerts),
-            E::StatusChanged {
-                status, analyzed_at, ..
-            } => {
-                self.status = status;
-                self.analyzed_at = self.analyzed_at.or(analyzed_at);
-            }
-            E::MergedInto { .. } => self.status = IncidentStatus::Merged,
-            E::AnalysisStatusChanged { status, .. } => self.analysis_status = status,
-            E::SummaryWritten { summary, .. } => self.summary = Some(summary),
-            E::ActiveTabChanged { tab, .. } => self.active_tab = tab,
-            E::AlertResolved { .. }
-            | E::ResolutionRequested { .. }
-            | E::IncidentTouched { .. }
-            | E::ChatSessionLinked { .. } => {}
-        }
+        self.apply_event(&event);
     }
 }

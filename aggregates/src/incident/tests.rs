@@ -457,6 +457,53 @@ fn absorb_the_source_alerts_it_does_not_hold() {
 }
 
 #[test]
+fn an_absorbed_alert_is_held_afterwards() {
+    let source = Uuid::from_u128(9);
+    Given::with(())
+        .given(vec![
+            opened(),
+            IncidentEvent::IncidentAbsorbed {
+                source_incident_id: source,
+                alerts: vec![alert(7, "payments-api")],
+                at: at(20),
+            },
+        ])
+        .when(IncidentCommand::CorrelateAlert {
+            user_id: OWNER.into(),
+            alert: alert(7, "payments-api"),
+            correlation: correlation(),
+            max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            at: at(21),
+        })
+        .then_expect_events(vec![]);
+}
+
+#[test]
+fn the_alerts_of_a_history_are_its_opening_correlated_and_absorbed_ones_in_order() {
+    let history = vec![
+        opened(),
+        correlated(2),
+        IncidentEvent::AlertResolved {
+            source_type: "source_a".into(),
+            alert_key: "key-2".into(),
+            source_alert_id: 3,
+            at: at(6),
+        },
+        IncidentEvent::IncidentAbsorbed {
+            source_incident_id: Uuid::from_u128(9),
+            alerts: vec![alert(7, "payments-api"), alert(8, "payments-api")],
+            at: at(20),
+        },
+        IncidentEvent::MergedInto {
+            target_incident_id: Uuid::from_u128(10),
+            at: at(30),
+        },
+    ];
+    let ids: Vec<i64> = alerts_in(history).iter().map(|alert| alert.source_alert_id).collect();
+    assert_eq!(ids, [1, 2, 7, 8]);
+}
+
+#[test]
 fn a_merged_incident_absorbs_nothing() {
     Given::with(())
         .given(vec![
