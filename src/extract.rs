@@ -34,7 +34,7 @@ where
     }
 }
 
-/// Like [`JsonBody`], for requests whose fields are all optional: an empty body is `{}`.
+/// Like [`JsonBody`], for requests whose fields are all optional: an empty body, or `null`, is `{}`.
 pub struct JsonBodyOrDefault<T>(pub T);
 
 impl<T, S> FromRequest<S> for JsonBodyOrDefault<T>
@@ -46,8 +46,8 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match non_empty_body(req, state).await? {
-            Some(body) => body.parse().map(JsonBodyOrDefault),
-            None => Ok(JsonBodyOrDefault(T::default())),
+            Some(body) if body.bytes.trim_ascii() != b"null" => body.parse().map(JsonBodyOrDefault),
+            _ => Ok(JsonBodyOrDefault(T::default())),
         }
     }
 }

@@ -50,7 +50,7 @@ pub struct CreateSessionRequest {
     #[schema(value_type = Vec<MessageSchema>)]
     messages: Option<Vec<Message>>,
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     ui_state: Option<Map<String, Value>>,
 }
 

@@ -46,6 +46,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = CloudALoginRequest)]
 pub struct LoginRequest {
     /// Must be the authenticated user.
     #[serde(rename = "userId")]
@@ -53,6 +54,7 @@ pub struct LoginRequest {
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = CloudALoginResponse)]
 pub struct LoginResponse {
     /// The consent-screen URL to send the user to; its `state` is signed, expires after 10
     /// minutes and can be used once.

@@ -28,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = CloudCLoginRequest)]
 pub struct LoginRequest {
     /// Must be the authenticated user.
     user_id: String,
@@ -49,6 +50,7 @@ pub struct ReadOnlyCredentials {
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = CloudCLoginResponse)]
 pub struct LoginResponse {
     message: String,
     subscription_id: String,

@@ -28,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = CloudDConnectRequest)]
 pub struct ConnectRequest {
     /// `SCW` followed by 17 uppercase letters or digits.
     access_key: String,
@@ -41,6 +42,7 @@ pub struct ConnectRequest {
 
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = CloudDConnectResponse)]
 pub struct ConnectResponse {
     success: bool,
     message: String,

@@ -48,6 +48,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = CloudEConnectRequest)]
 pub struct ConnectRequest {
     client_id: String,
     client_secret: String,
@@ -57,6 +58,7 @@ pub struct ConnectRequest {
 
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = CloudEConnectResponse)]
 pub struct ConnectResponse {
     success: bool,
     message: String,

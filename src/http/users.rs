@@ -31,6 +31,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct RegisterRequest {
     email: String,
     /// 8 to 1,024 characters.
+    #[schema(min_length = 8, max_length = 1024)]
     password: String,
     name: Option<String>,
 }
@@ -45,7 +46,9 @@ pub struct LoginRequest {
 pub struct ChangePasswordRequest {
     #[serde(rename = "currentPassword", alias = "current_password")]
     current_password: String,
+    /// 8 to 1,024 characters.
     #[serde(rename = "newPassword", alias = "new_password")]
+    #[schema(min_length = 8, max_length = 1024)]
     new_password: String,
 }
 

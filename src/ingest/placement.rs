@@ -540,8 +540,8 @@ impl Placer {
         opened: &[Uuid],
     ) -> Result<Commanded, Abort> {
         let opened: HashSet<Uuid> = opened.iter().copied().collect();
-        // Taken out rather than cloned (an incident carries its alerts): an attempt that does not
-        // commit leaves them to be read again from their events.
+        // Taken out rather than cloned: an attempt that does not commit leaves them to be read
+        // again from their events.
         let mut current: HashMap<Uuid, (Incident, usize)> = {
             let mut known = self.known.lock().expect("placement cache lock");
             commands

@@ -86,6 +86,56 @@ async fn an_empty_body_creates_and_updates_as_if_it_were_an_empty_object() {
 }
 
 #[tokio::test]
+async fn a_null_body_creates_as_if_it_were_an_empty_object() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let created = app
+        .client
+        .post(app.url("/chat_api/sessions"))
+        .header("X-User-ID", &user)
+        .header("Content-Type", "application/json")
+        .body("null")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(created["title"], "New Chat");
+    assert_eq!(created["ui_state"], json!({}));
+}
+
+/// PostgreSQL's jsonb writes 1.7976931348623157e308 back as a 309-digit integer, which a JSON
+/// reader that rounds carelessly takes for infinity: the session was stored, then every read,
+/// update and delete of the user's sessions failed.
+#[tokio::test]
+async fn numbers_at_the_ends_of_the_float_range_are_stored_and_read_back() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let ui_state = json!({ "largest": f64::MAX, "most_negative": -1.7976931348623155e308, "smallest": 5e-324 });
+    let created = app
+        .create_session(
+            &user,
+            &json!({ "ui_state": ui_state, "messages": [{ "sender": "user", "text": "hi", "weight": f64::MAX }] }),
+        )
+        .await;
+    let path = format!("/chat_api/sessions/{}", created["id"].as_str().unwrap());
+
+    let fetched = app.send_as(&user, Method::GET, &path, None).await;
+    assert_eq!(fetched.status(), 200);
+    let fetched: Value = fetched.json().await.unwrap();
+    assert_eq!(fetched["ui_state"], ui_state);
+    assert_eq!(fetched["messages"][0]["weight"], json!(f64::MAX));
+    let listed = app.send_as(&user, Method::GET, "/chat_api/sessions", None).await;
+    assert_eq!(listed.status(), 200);
+    let renamed = app
+        .send_as(&user, Method::PUT, &path, Some(&json!({ "title": "renamed" })))
+        .await;
+    assert_eq!(renamed.status(), 200);
+    assert_eq!(app.send_as(&user, Method::DELETE, &path, None).await.status(), 200);
+    assert_eq!(app.send_as(&user, Method::GET, &path, None).await.status(), 404);
+}
+
+#[tokio::test]
 async fn generated_titles_follow_the_rules() {
     let app = spawn_app().await;
     let user = alice(&app).await;

@@ -64,3 +64,35 @@ async fn metrics_count_requests_by_route_and_status() {
     assert!(text.contains(r#"route="unmatched",status="404""#), "{text}");
     assert!(text.contains("http_request_duration_seconds_bucket"));
 }
+
+/// Same-named request types of different endpoints (a provider's `LoginRequest` and the users'
+/// one, say) must not share one schema in the document: the last one registered would describe
+/// them all.
+#[tokio::test]
+async fn each_body_is_documented_with_its_own_fields() {
+    let app = spawn_app().await;
+    let document: Value = app.get("/api/openapi.json").await.json().await.unwrap();
+    let properties = |path: &str| -> Vec<String> {
+        let reference = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{path} has a request body schema"))
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        let mut names: Vec<String> = document["components"]["schemas"][&reference]["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{reference} has properties"))
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(properties("/api/auth/login"), ["email", "password"]);
+    assert_eq!(properties("/cloud_a/login"), ["userId"]);
+    assert_eq!(properties("/login"), ["userId"]);
+    assert!(properties("/cloud_c/login").contains(&"tenantId".to_owned()));
+    assert!(properties("/cloud_d_api/cloud_d/connect").contains(&"accessKey".to_owned()));
+    assert!(properties("/cloud_e_api/cloud_e/connect").contains(&"clientId".to_owned()));
+}
