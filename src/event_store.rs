@@ -3,8 +3,8 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use cqrs_es::{persist::PersistedEventStore, Aggregate, AggregateError, EventStore as _};
-use postgres_es::{PostgresCqrs, PostgresEventRepository};
+use cqrs_es::{Aggregate, AggregateError};
+use postgres_es::PostgresCqrs;
 use rand::Rng;
 use sqlx::PgPool;
 use tokio::sync::Semaphore;
@@ -184,20 +184,4 @@ where
             }
         }
     }
-}
-
-/// The events of one aggregate, oldest first (for reads that need the domain's own record rather
-/// than a read table, such as the alerts of an incident being merged).
-pub async fn load_events<A: Aggregate>(
-    db: &PgPool,
-    aggregate_id: &str,
-) -> Result<Vec<A::Event>, AggregateError<A::Error>> {
-    let store =
-        PersistedEventStore::<PostgresEventRepository, A>::new_event_store(PostgresEventRepository::new(db.clone()));
-    Ok(store
-        .load_events(aggregate_id)
-        .await?
-        .into_iter()
-        .map(|envelope| envelope.payload)
-        .collect())
 }

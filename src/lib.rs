@@ -13,6 +13,7 @@ pub mod event_store;
 pub mod extract;
 pub mod health;
 pub mod http;
+pub mod incident_merge;
 pub mod ingest;
 pub mod jobs;
 pub mod metrics;

@@ -9,7 +9,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 use vigil_aggregates::{
     chat_session::Message,
-    incident::{alerts_in, ActiveTab, AnalysisStatus, Incident, IncidentCommand, IncidentStatus},
+    incident::{ActiveTab, AnalysisStatus, IncidentCommand, IncidentStatus},
 };
 use vigil_projections::{
     chat_sessions::{self as sessions, split_inline_images},
@@ -19,8 +19,9 @@ use vigil_projections::{
 use crate::{
     auth::IncidentUser,
     error::{AppError, ErrorBody},
-    event_store::{execute, load_events, Actor},
+    event_store::{execute, Actor},
     extract::{JsonBody, Path, Query},
+    incident_merge,
     state::AppState,
 };
 
@@ -489,42 +490,9 @@ async fn merge_alert(
     if source_id == target_id {
         return Err(AppError::invalid("an incident cannot be merged into itself"));
     }
-    let target = owned(&state, &user, target_id).await?;
+    owned(&state, &user, target_id).await?;
     owned(&state, &user, source_id).await?;
-    if target.status == IncidentStatus::Merged.as_str() {
-        return Err(AppError::Conflict(
-            "the target incident is itself merged into another incident".into(),
-        ));
-    }
-    let now = Utc::now();
-    let merge = IncidentCommand::MergeInto {
-        user_id: user.id.clone(),
-        target_incident_id: target_id,
-        at: now,
-    };
-    execute(
-        &state.events.incidents,
-        &source_id.to_string(),
-        merge,
-        Actor::User(&user.id),
-    )
-    .await?;
-    // Read once the source is merged, when no alert can join it any more: every alert it took,
-    // up to the merge, goes to the target.
-    let source_events = load_events::<Incident>(&state.db, &source_id.to_string()).await?;
-    let absorb = IncidentCommand::Absorb {
-        user_id: user.id.clone(),
-        source_incident_id: source_id,
-        alerts: alerts_in(source_events),
-        at: now,
-    };
-    execute(
-        &state.events.incidents,
-        &target_id.to_string(),
-        absorb,
-        Actor::User(&user.id),
-    )
-    .await?;
+    incident_merge::merge(&state.db, &state.events.announcer, &user.id, source_id, target_id).await?;
     Ok(Json(MergeResponse {
         success: true,
         target_incident_id: target_id,

@@ -317,6 +317,19 @@ async fn merge_moves_the_source_into_the_target() {
     assert_eq!(source_detail["status"], "merged");
     assert_eq!(source_detail["mergedIntoIncidentId"], target);
     assert_eq!(source_detail["mergedIntoTitle"], "CheckoutApiHighLatency");
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let as_of = app
+        .send_as(
+            &user,
+            Method::GET,
+            &format!("/api/incidents/{source}?as_of={now}"),
+            None,
+        )
+        .await;
+    assert_eq!(as_of.status(), 200);
+    let as_of: Value = as_of.json().await.unwrap();
+    assert_eq!(as_of["incident"]["status"], "merged");
+    assert_eq!(as_of["incident"]["mergedIntoTitle"], "CheckoutApiHighLatency");
 
     let target_detail = detail(&app, &user, &target).await;
     assert_eq!(target_detail["correlatedAlertCount"], 1);
@@ -630,5 +643,58 @@ async fn analysis_products_appear_in_the_detail_and_survive_replay() {
             strip(&incident[field]),
             "{field} after a full replay"
         );
+    }
+}
+
+/// Two incidents merged into each other at once: one merge wins, whole (the other's alerts
+/// join it); the other is refused and leaves nothing behind. Run as two commands, both were
+/// refused, and both incidents ended up merged into each other with neither holding the other's
+/// alerts.
+#[tokio::test]
+async fn merges_racing_in_opposite_directions_leave_one_whole_merge() {
+    let app = spawn_app_without_workers().await;
+    let user = app.new_user().await.id;
+    for round in 0..4 {
+        let mut ids = Vec::new();
+        for (offset, service) in [(0, "checkout-api"), (7_200, "billing-worker")] {
+            let fired = chrono::DateTime::from_timestamp(1_795_000_000 + round * 20_000 + offset, 0).unwrap();
+            let body = json!({ "status": "firing", "alerts": [{
+                "status": "firing", "fingerprint": format!("race-{round}-{service}"),
+                "labels": { "alertname": "HighErrorRate", "service": service },
+                "startsAt": fired.to_rfc3339(), "endsAt": "0001-01-01T00:00:00Z" }] });
+            let placed = post_alert(&app, &user, "/api/source_a/alerts", &body).await;
+            ids.push(placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned());
+        }
+        let (a, b) = (ids[0].clone(), ids[1].clone());
+        assert_ne!(a, b);
+        let merge = |target: String, source: &str| {
+            let body = json!({ "sourceIncidentId": source });
+            let (app, user) = (&app, &user);
+            async move {
+                app.send_as(
+                    user,
+                    Method::POST,
+                    &format!("/api/incidents/{target}/merge-alert"),
+                    Some(&body),
+                )
+                .await
+            }
+        };
+        let (b_into_a, a_into_b) = tokio::join!(merge(a.clone(), &b), merge(b.clone(), &a));
+        let statuses = [b_into_a.status().as_u16(), a_into_b.status().as_u16()];
+        assert!(
+            statuses == [200, 409] || statuses == [409, 200],
+            "one merge wins, the other is refused: {statuses:?}"
+        );
+        let (winner, absorbed) = if statuses[0] == 200 { (&a, &b) } else { (&b, &a) };
+        let winner_detail = detail(&app, &user, winner).await;
+        let absorbed_detail = detail(&app, &user, absorbed).await;
+        assert_ne!(winner_detail["status"], "merged");
+        assert_eq!(winner_detail["mergedIntoIncidentId"], Value::Null);
+        assert_eq!(absorbed_detail["status"], "merged");
+        assert_eq!(absorbed_detail["mergedIntoIncidentId"], json!(winner));
+        let correlated = winner_detail["correlatedAlerts"].as_array().unwrap();
+        assert_eq!(correlated.len(), 1, "the absorbed incident's alert joined the winner");
+        assert_eq!(correlated[0]["correlationStrategy"], "manual");
     }
 }

@@ -185,7 +185,18 @@ pub async fn as_of(
             .apply(&mut tx, &event.envelope::<Incident>()?)
             .await?;
     }
-    let incident = find_incident(&mut *tx, user_id, id).await?;
+    let mut incident = find_incident(&mut *tx, user_id, id).await?;
+    if let Some(incident) = &mut incident {
+        // The merge target is not in the scratch table; its title never changes, so the live
+        // row's is the one it had then.
+        if let Some(target) = incident.merged_into_incident_id {
+            incident.merged_into_title = sqlx::query_scalar("SELECT alert_title FROM public.incidents WHERE id = $1")
+                .bind(target)
+                .fetch_optional(&mut *tx)
+                .await?
+                .flatten();
+        }
+    }
     let correlated = correlated_alerts_recorded_by(&mut *tx, id, Some(as_of)).await?;
     tx.rollback().await?;
     Ok(incident.map(|incident| (incident, correlated)))
