@@ -16,7 +16,7 @@ use rand::Rng;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 use vigil_aggregates::incident::{alerts_in, Incident, IncidentCommand, IncidentError};
-use vigil_projections::{incidents::IncidentsReadModel, AppendAnnouncer, Projector, StoredEvent};
+use vigil_projections::{incidents::IncidentsReadModel, AppendAnnouncer, ProjectionError, Projector, StoredEvent};
 
 use crate::{error::AppError, event_store::Actor};
 
@@ -38,14 +38,20 @@ pub async fn merge(
     let projector = Projector::new(db.clone(), IncidentsReadModel);
     for attempt in 1..=MAX_ATTEMPTS {
         let mut tx = db.begin().await?;
-        match try_merge(&mut tx, &projector, user_id, source_id, target_id).await {
+        let merged = match try_merge(&mut tx, &projector, user_id, source_id, target_id).await {
+            Ok(()) => tx.commit().await.map_err(Attempt::from),
+            Err(failed) => {
+                // Now, not when dropped: a lost race waits below, and must not hold its locks.
+                let _ = tx.rollback().await;
+                Err(failed)
+            }
+        };
+        match merged {
             Ok(()) => {
-                tx.commit().await?;
                 announcer.announce(Incident::TYPE);
                 return Ok(());
             }
             Err(Attempt::LostRace) if attempt < MAX_ATTEMPTS => {
-                drop(tx);
                 let backoff_ms = rand::rng().random_range(1..=5 * u64::from(attempt));
                 tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
             }
@@ -73,6 +79,17 @@ impl From<sqlx::Error> for Attempt {
                 Self::LostRace
             }
             _ => Self::Failed(error.into()),
+        }
+    }
+}
+
+/// A projection that met another writer (a deadlock with a placement batch writing the same
+/// incidents in another order, say) lost a race too.
+impl From<ProjectionError> for Attempt {
+    fn from(error: ProjectionError) -> Self {
+        match error {
+            ProjectionError::Database(database) => database.into(),
+            other => Self::Failed(AppError::Internal(other.into())),
         }
     }
 }
@@ -123,10 +140,7 @@ async fn try_merge(
         append(conn, envelopes).await?;
     }
     for (id, envelopes) in &streams {
-        projector
-            .project_in(conn, &id.to_string(), envelopes)
-            .await
-            .map_err(|error| Attempt::Failed(AppError::Internal(error.into())))?;
+        projector.project_in(conn, &id.to_string(), envelopes).await?;
     }
     Ok(())
 }
