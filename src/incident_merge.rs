@@ -15,8 +15,8 @@ use cqrs_es::{Aggregate, DomainEvent, EventEnvelope};
 use rand::Rng;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
-use vigil_aggregates::incident::{alerts_in, Incident, IncidentCommand, IncidentError};
-use vigil_projections::{incidents::IncidentsReadModel, AppendAnnouncer, ProjectionError, Projector, StoredEvent};
+use vigil_aggregates::incident::{alerts_in, Incident, IncidentCommand, IncidentError, IncidentEvent};
+use vigil_projections::{incidents::IncidentsReadModel, load_all, AppendAnnouncer, ProjectionError, Projector};
 
 use crate::{error::AppError, event_store::Actor};
 
@@ -150,22 +150,10 @@ async fn load(
     conn: &mut PgConnection,
     incident_id: Uuid,
 ) -> Result<(Vec<EventEnvelope<Incident>>, Incident, usize), Attempt> {
-    let stored: Vec<StoredEvent> = sqlx::query_as(&format!(
-        "{} WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY sequence",
-        StoredEvent::SELECT
-    ))
-    .bind(Incident::TYPE)
-    .bind(incident_id.to_string())
-    .fetch_all(&mut *conn)
-    .await?;
+    let history = load_all::<Incident>(conn, &incident_id.to_string()).await?;
     let mut incident = Incident::default();
-    let mut history = Vec::with_capacity(stored.len());
-    for event in &stored {
-        let envelope = event
-            .envelope::<Incident>()
-            .map_err(|error| Attempt::Failed(AppError::Internal(error.into())))?;
-        incident.apply_event(&envelope.payload);
-        history.push(envelope);
+    for event in &history {
+        incident.apply_event(&event.payload);
     }
     let sequence = history.last().map_or(0, |event| event.sequence);
     Ok((history, incident, sequence))
@@ -175,7 +163,7 @@ async fn load(
 fn envelopes(
     incident_id: Uuid,
     after: usize,
-    events: Vec<<Incident as Aggregate>::Event>,
+    events: Vec<IncidentEvent>,
     actor: &Actor<'_>,
 ) -> Vec<EventEnvelope<Incident>> {
     let metadata = actor.metadata();

@@ -11,7 +11,7 @@ mod projector;
 mod tail;
 
 pub use error::ProjectionError;
-pub use projector::{Projector, ReadModel};
+pub use projector::{load_all, Projector, ReadModel};
 pub use tail::{
     listen_for_appends, replay, AppendAnnouncer, EventConsumer, Payloads, StoredEvent, Tail, TailWakers, EVENTS_CHANNEL,
 };

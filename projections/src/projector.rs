@@ -300,6 +300,23 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
     }
 }
 
+/// Every event of one aggregate, oldest first, read on the caller's connection (inside its
+/// transaction, for a writer that decides from them).
+pub async fn load_all<A: Aggregate>(
+    conn: &mut PgConnection,
+    aggregate_id: &str,
+) -> Result<Vec<EventEnvelope<A>>, ProjectionError> {
+    let rows: Vec<StoredEvent> = sqlx::query_as(&format!(
+        "{} WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY sequence",
+        StoredEvent::SELECT
+    ))
+    .bind(A::TYPE)
+    .bind(aggregate_id)
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(StoredEvent::envelope).collect()
+}
+
 async fn load_stream<A: Aggregate>(
     conn: &mut PgConnection,
     aggregate_id: &str,

@@ -10,6 +10,17 @@ async fn alice(app: &TestApp) -> String {
     app.new_user().await.id
 }
 
+/// Sends `body` as it is, labelled JSON (empty: no body at all).
+async fn send_raw(app: &TestApp, user: &str, method: Method, path: &str, body: &'static str) -> reqwest::Response {
+    let request = app.client.request(method, app.url(path)).header("X-User-ID", user);
+    let request = if body.is_empty() {
+        request
+    } else {
+        request.header("Content-Type", "application/json").body(body)
+    };
+    request.send().await.unwrap()
+}
+
 fn timestamp(value: &Value) -> DateTime<Utc> {
     value.as_str().unwrap().parse().unwrap()
 }
@@ -58,13 +69,7 @@ async fn an_empty_create_is_a_new_chat() {
 async fn an_empty_body_creates_and_updates_as_if_it_were_an_empty_object() {
     let app = spawn_app().await;
     let user = alice(&app).await;
-    let created = app
-        .client
-        .post(app.url("/chat_api/sessions"))
-        .header("X-User-ID", &user)
-        .send()
-        .await
-        .unwrap();
+    let created = send_raw(&app, &user, Method::POST, "/chat_api/sessions", "").await;
     assert_eq!(created.status(), 201);
     let created: Value = created.json().await.unwrap();
     assert_eq!(created["title"], "New Chat");
@@ -72,13 +77,7 @@ async fn an_empty_body_creates_and_updates_as_if_it_were_an_empty_object() {
     assert_eq!(created["ui_state"], json!({}));
 
     let path = format!("/chat_api/sessions/{}", created["id"].as_str().unwrap());
-    let updated = app
-        .client
-        .put(app.url(&path))
-        .header("X-User-ID", &user)
-        .send()
-        .await
-        .unwrap();
+    let updated = send_raw(&app, &user, Method::PUT, &path, "").await;
     assert_eq!(updated.status(), 200);
     let updated: Value = updated.json().await.unwrap();
     assert_eq!(updated["title"], "New Chat");
@@ -89,15 +88,7 @@ async fn an_empty_body_creates_and_updates_as_if_it_were_an_empty_object() {
 async fn a_null_body_creates_as_if_it_were_an_empty_object() {
     let app = spawn_app().await;
     let user = alice(&app).await;
-    let created = app
-        .client
-        .post(app.url("/chat_api/sessions"))
-        .header("X-User-ID", &user)
-        .header("Content-Type", "application/json")
-        .body("null")
-        .send()
-        .await
-        .unwrap();
+    let created = send_raw(&app, &user, Method::POST, "/chat_api/sessions", "null").await;
     assert_eq!(created.status(), 201);
     let created: Value = created.json().await.unwrap();
     assert_eq!(created["title"], "New Chat");
