@@ -60,8 +60,19 @@ struct Body {
 }
 
 impl Body {
+    /// Every body the API takes is a JSON object; serde would read a struct from an array too,
+    /// field by field in order, so an array is refused here rather than half understood.
     fn parse<T: DeserializeOwned>(&self) -> Result<T, AppError> {
-        parse_json(&self.bytes).map_err(|error| match (&self.other_format, error) {
+        let parsed = match self.bytes.trim_ascii_start().first() {
+            Some(b'{') => parse_json(&self.bytes),
+            _ => parse_json::<serde_json::Value>(&self.bytes).and_then(|document| {
+                Err(AppError::invalid(format!(
+                    "the request body must be a JSON object, not {}",
+                    json_kind(&document)
+                )))
+            }),
+        };
+        parsed.map_err(|error| match (&self.other_format, error) {
             (
                 Some(content_type),
                 AppError::BadRequest {
@@ -83,7 +94,20 @@ async fn non_empty_body<S: Send + Sync>(req: Request, state: &S) -> Result<Optio
     Ok(Some(Body { bytes, other_format }))
 }
 
-/// Parses a JSON document, naming the offending field on a shape error. NUL characters in its
+/// What a JSON value is, in words: `an array`, `a string`...
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Parses a JSON document, naming the offending field on a shape error (without the value that
+/// was there: it may be a password or a secret sent as the wrong type). NUL characters in its
 /// strings are dropped (see [`without_nul_escapes`]).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
     let bytes = without_nul_escapes(bytes);
@@ -93,10 +117,12 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
         let inner = error.into_inner();
         match inner.classify() {
             serde_json::error::Category::Data => {
+                let message = inner.to_string();
+                let problem = without_offending_value(&message);
                 if path == "." {
-                    AppError::invalid(format!("invalid request body: {inner}"))
+                    AppError::invalid(format!("invalid request body: {problem}"))
                 } else {
-                    AppError::invalid(format!("invalid field `{path}`: {inner}"))
+                    AppError::invalid(format!("invalid field `{path}`: {problem}"))
                 }
             }
             _ => AppError::bad_request("invalid_json", format!("malformed JSON: {inner}")),
@@ -106,6 +132,41 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
         .end()
         .map_err(|error| AppError::bad_request("invalid_json", format!("malformed JSON: {error}")))?;
     Ok(value)
+}
+
+/// serde's "invalid type: string \"s3cr3t\", expected u32" as "invalid type: string, expected u32":
+/// the kind of value found is what the client needs, and the value itself may be a secret.
+fn without_offending_value(message: &str) -> Cow<'_, str> {
+    let Some((lead, found)) = ["invalid type: ", "invalid value: "]
+        .iter()
+        .find_map(|lead| Some((*lead, message.strip_prefix(lead)?)))
+    else {
+        return Cow::Borrowed(message);
+    };
+    let Some(value_at) = found.find(['`', '"']) else {
+        return Cow::Borrowed(message);
+    };
+    let kind = found[..value_at].trim_end();
+    let value = &found[value_at..];
+    // serde writes numbers, booleans and characters between backticks, strings quoted with
+    // their own quotes and backslashes escaped.
+    let value_len = if let Some(quoted) = value.strip_prefix('`') {
+        quoted.find('`').map(|end| end + 2)
+    } else {
+        let mut escaped = false;
+        value[1..]
+            .char_indices()
+            .find(|&(_, c)| {
+                let closes = c == '"' && !escaped;
+                escaped = c == '\\' && !escaped;
+                closes
+            })
+            .map(|(end, _)| end + 2)
+    };
+    match value_len {
+        Some(len) => Cow::Owned(format!("{lead}{kind}{}", &value[len..])),
+        None => Cow::Owned(format!("{lead}{kind}")),
+    }
 }
 
 /// JSON text without the `\u0000` escapes of its strings. PostgreSQL stores a NUL neither in text
@@ -192,6 +253,54 @@ mod tests {
             );
         }
         assert!(matches!(without_nul_escapes(br#"{"a":"b"}"#), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn shape_errors_name_the_kind_of_value_found_but_not_the_value() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Login {
+            password: String,
+            attempts: Option<u8>,
+        }
+        let cases = [
+            (r#"{"password": 98765432101}"#, "integer"),
+            (r#"{"password": 1.5e3}"#, "floating point"),
+            (r#"{"password": true}"#, "boolean"),
+            (r#"{"password": "ok", "attempts": "s3cr3t, \"quoted\" `x`"}"#, "string"),
+            (r#"{"password": "ok", "attempts": 4000}"#, "integer"),
+        ];
+        for (body, kind) in cases {
+            let Err(AppError::BadRequest { message, .. }) = parse_json::<Login>(body.as_bytes()) else {
+                panic!("{body} was accepted");
+            };
+            for secret in ["98765432101", "1.5", "1500", "true", "s3cr3t", "quoted", "4000"] {
+                assert!(!message.contains(secret), "{message}");
+            }
+            assert!(message.contains(&format!(": {kind}, expected")), "{message}");
+        }
+    }
+
+    #[test]
+    fn offending_values_are_cut_whatever_their_quoting() {
+        for (given, expected) in [
+            (
+                r#"invalid type: string "a\"b, expected x", expected u8"#,
+                "invalid type: string, expected u8",
+            ),
+            (
+                "invalid value: integer `-1`, expected u8 at line 1",
+                "invalid value: integer, expected u8 at line 1",
+            ),
+            (
+                "invalid type: map, expected a string",
+                "invalid type: map, expected a string",
+            ),
+            ("missing field `password`", "missing field `password`"),
+            (r#"invalid type: string "unterminated"#, "invalid type: string"),
+        ] {
+            assert_eq!(without_offending_value(given), expected);
+        }
     }
 
     #[test]

@@ -41,11 +41,15 @@ pub async fn by_id(db: &PgPool, id: &str) -> sqlx::Result<Option<User>> {
         .await
 }
 
-pub async fn set_password_hash(db: &PgPool, id: &str, password_hash: &str) -> sqlx::Result<bool> {
-    let result = sqlx::query("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1")
-        .bind(id)
-        .bind(password_hash)
-        .execute(db)
-        .await?;
+/// Replaces the password hash if it is still `replacing` (the one the caller verified against):
+/// of two changes made with the same current password at once, only the first succeeds.
+pub async fn replace_password_hash(db: &PgPool, id: &str, replacing: &str, password_hash: &str) -> sqlx::Result<bool> {
+    let result =
+        sqlx::query("UPDATE users SET password_hash = $3, updated_at = now() WHERE id = $1 AND password_hash = $2")
+            .bind(id)
+            .bind(replacing)
+            .bind(password_hash)
+            .execute(db)
+            .await?;
     Ok(result.rows_affected() == 1)
 }

@@ -69,14 +69,15 @@ pub fn image_entries(accepted: &[Accepted]) -> Vec<Value> {
 }
 
 /// Checks every attachment; the first problem rejects the query with a message naming the file.
-pub fn accept(attachments: &[Attachment], data_dir: &Path, max_bytes: usize) -> Result<Vec<Accepted>, String> {
+/// A server path is read from under `files_dir` only.
+pub fn accept(attachments: &[Attachment], files_dir: &Path, max_bytes: usize) -> Result<Vec<Accepted>, String> {
     attachments
         .iter()
-        .map(|attachment| accept_one(attachment, data_dir, max_bytes))
+        .map(|attachment| accept_one(attachment, files_dir, max_bytes))
         .collect()
 }
 
-fn accept_one(attachment: &Attachment, data_dir: &Path, max_bytes: usize) -> Result<Accepted, String> {
+fn accept_one(attachment: &Attachment, files_dir: &Path, max_bytes: usize) -> Result<Accepted, String> {
     let name = attachment.filename.trim();
     if name.is_empty() {
         return Err("every attachment needs a filename".into());
@@ -90,7 +91,7 @@ fn accept_one(attachment: &Attachment, data_dir: &Path, max_bytes: usize) -> Res
     }
     let bytes = if attachment.is_server_path {
         let path = attachment.server_path.as_deref().unwrap_or(&attachment.file_data);
-        read_server_file(name, path, data_dir, max_bytes)?
+        read_server_file(name, path, files_dir, max_bytes)?
     } else {
         // Decoded size is about three quarters of the encoded one: refuse early what cannot fit.
         if attachment.file_data.len() / 4 * 3 > max_bytes + 3 {
@@ -114,18 +115,18 @@ fn too_large(name: &str, max_bytes: usize) -> String {
     format!("attachment {name} is larger than the {} KiB limit", max_bytes / 1024)
 }
 
-/// Reads a file the server stored earlier, from a relative path under the data directory only.
-fn read_server_file(name: &str, path: &str, data_dir: &Path, max_bytes: usize) -> Result<Vec<u8>, String> {
+/// Reads a file the server stored earlier, from a relative path under `files_dir` only.
+fn read_server_file(name: &str, path: &str, files_dir: &Path, max_bytes: usize) -> Result<Vec<u8>, String> {
     let relative = Path::new(path);
     let confined = relative
         .components()
         .all(|component| matches!(component, Component::Normal(_) | Component::CurDir));
     if path.is_empty() || !confined {
         return Err(format!(
-            "attachment {name}: server_path must be a relative path inside the server's data directory"
+            "attachment {name}: server_path must be a relative path inside this session's directory"
         ));
     }
-    let root = data_dir
+    let root = files_dir
         .canonicalize()
         .map_err(|_| format!("attachment {name}: the file is not on the server"))?;
     // Canonicalizing again catches symbolic links that point outside.
@@ -134,7 +135,9 @@ fn read_server_file(name: &str, path: &str, data_dir: &Path, max_bytes: usize) -
         .canonicalize()
         .map_err(|_| format!("attachment {name}: the file is not on the server"))?;
     if !full.starts_with(&root) {
-        return Err(format!("attachment {name}: server_path leaves the data directory"));
+        return Err(format!(
+            "attachment {name}: server_path leaves this session's directory"
+        ));
     }
     let metadata = std::fs::metadata(&full).map_err(|_| format!("attachment {name}: the file is not on the server"))?;
     if !metadata.is_file() {

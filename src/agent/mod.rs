@@ -75,11 +75,10 @@ pub async fn answer(
         outbox.unrelayed().refuse(&sid, text, code);
         Ending::Failed
     };
-    let accepted = match attachments::accept(
-        &query.attachments,
-        &state.config.data_dir,
-        state.config.attachment_max_bytes,
-    ) {
+    // A server path names a file of this session's own directory: the data directory also holds
+    // the secrets store's key and every other session's files.
+    let session_dir = state.config.data_dir.join("sessions").join(&sid);
+    let accepted = match attachments::accept(&query.attachments, &session_dir, state.config.attachment_max_bytes) {
         Ok(accepted) => accepted,
         Err(message) => return refuse(&message, Some("INVALID_ATTACHMENT")),
     };

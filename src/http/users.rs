@@ -180,8 +180,12 @@ async fn change_password(
         return Err(AppError::Unauthorized("current password is incorrect".into()));
     }
     let hash = state.passwords.hash(&request.new_password).await?;
-    if !users::set_password_hash(&state.db, &user.id, &hash).await? {
-        return Err(AppError::NotFound("user not found".into()));
+    if !users::replace_password_hash(&state.db, &user.id, &user.password_hash, &hash).await? {
+        // Changed (or deleted) since it was verified: the password given is no longer current.
+        return Err(match users::by_id(&state.db, &user.id).await? {
+            Some(_) => AppError::Unauthorized("current password is incorrect".into()),
+            None => AppError::NotFound("user not found".into()),
+        });
     }
     let current_session = session_token(&headers);
     state

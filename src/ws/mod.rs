@@ -59,7 +59,9 @@ async fn handle_socket(
     stream.set_nodelay(true).ok();
     // Chat frames are small: a 4 KiB read buffer per socket instead of tungstenite's eager 128 KiB
     // (long messages still arrive whole; the buffer grows for them).
-    let config = tungstenite::protocol::WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
+    let config = tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .max_message_size(Some(max_message_bytes(&state.config)));
     let socket = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
         tokio_tungstenite::accept_async_with_config(stream, Some(config)),
@@ -68,6 +70,15 @@ async fn handle_socket(
     .map_err(|_| tungstenite::Error::ConnectionClosed)??;
     let (sink, stream) = socket.split();
     run_connection(sink, stream, state, shutdown).await
+}
+
+/// The largest message a client may send (a larger one closes the socket with 1009, "message
+/// too big"): room for an attachment of the largest size, base64-encoded, and a query at its
+/// limit; never less than the HTTP API's body limit. tungstenite's own default, 64 MiB, let a
+/// client store a 60 MiB `ui_state`.
+fn max_message_bytes(config: &crate::config::Config) -> usize {
+    const QUERY_AND_FIELDS: usize = 1024 * 1024;
+    (config.attachment_max_bytes.div_ceil(3) * 4 + QUERY_AND_FIELDS).max(config.max_body_bytes)
 }
 
 /// Each socket's read buffer, allocated up front.

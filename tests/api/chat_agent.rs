@@ -502,6 +502,46 @@ async fn every_refused_query_still_ends_with_status_end() {
 }
 
 #[tokio::test]
+async fn server_paths_reach_only_the_sessions_own_files() {
+    let app = spawn_app().await;
+    let (owner, stranger) = (app.new_user().await.id, app.new_user().await.id);
+    let (own_session, strangers_session) = (new_session(&app, &owner).await, new_session(&app, &stranger).await);
+    let data_dir = &app.state.config.data_dir;
+    let own_dir = data_dir.join("sessions").join(&own_session);
+    std::fs::create_dir_all(own_dir.join("workspace")).unwrap();
+    std::fs::write(own_dir.join("workspace/shot.png"), b"own picture").unwrap();
+    std::fs::write(data_dir.join("keep-out.png"), b"data directory").unwrap();
+    let strangers_dir = data_dir.join("sessions").join(&strangers_session);
+    std::fs::create_dir_all(&strangers_dir).unwrap();
+    std::fs::write(strangers_dir.join("theirs.png"), b"someone else's").unwrap();
+    let server_file = |path: &str| {
+        json!({ "attachments": [{ "filename": "shot.png", "file_type": "image/png", "file_data": "",
+                                  "is_server_path": true, "server_path": path }] })
+    };
+    let mut client = Client::connect(&app, &owner).await;
+
+    for outside in [
+        "keep-out.png".to_owned(),
+        "../../keep-out.png".to_owned(),
+        format!("../{strangers_session}/theirs.png"),
+    ] {
+        client.ask(&own_session, "what is this?", server_file(&outside)).await;
+        let refusal = client.refused(&own_session).await;
+        assert_eq!(refusal["data"]["code"], "INVALID_ATTACHMENT", "{outside}: {refusal}");
+    }
+    assert_eq!(session(&app, &owner, &own_session).await["messages"], json!([]));
+
+    client
+        .ask(&own_session, "what is this?", server_file("workspace/shot.png"))
+        .await;
+    client.until_end().await;
+    let stored = session(&app, &owner, &own_session).await;
+    let image = stored["messages"][0]["images"][0]["data"].as_str().unwrap();
+    let decoded = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, image).unwrap();
+    assert_eq!(decoded, b"own picture");
+}
+
+#[tokio::test]
 async fn a_burst_into_a_busy_session_is_refused_and_counts_against_the_rate() {
     let model = FakeOpenAi::start().await;
     let long = "First sentence arrives. ".repeat(10);

@@ -185,3 +185,42 @@ async fn nul_characters_in_bodies_are_dropped_not_a_500() {
         serde_json::from_str(detail["incident"]["alert"]["rawPayload"].as_str().unwrap()).unwrap();
     assert_eq!(raw["unknown"], "xy");
 }
+
+#[tokio::test]
+async fn an_array_body_is_refused_not_read_field_by_field() {
+    let app = spawn_app().await;
+    let register = app
+        .post_json("/api/auth/register", &json!(["array@example.com", PASSWORD, "Array"]))
+        .await;
+    let body = assert_error(register, 400, "invalid_request").await;
+    assert!(body["error"].as_str().unwrap().contains("JSON object"), "{body}");
+    let user = app.new_user().await;
+    let create = app
+        .send_as(
+            &user.id,
+            reqwest::Method::POST,
+            "/chat_api/sessions",
+            Some(&json!(["a title"])),
+        )
+        .await;
+    assert_error(create, 400, "invalid_request").await;
+    let login = app
+        .post_json("/api/auth/login", &json!(["array@example.com", PASSWORD]))
+        .await;
+    assert_error(login, 400, "invalid_request").await;
+}
+
+#[tokio::test]
+async fn a_secret_of_the_wrong_type_is_not_echoed_in_the_error() {
+    let app = spawn_app().await;
+    let login = app
+        .post_json(
+            "/api/auth/login",
+            &json!({ "email": "who@example.com", "password": 98765432101u64 }),
+        )
+        .await;
+    let body = assert_error(login, 400, "invalid_request").await;
+    let message = body["error"].as_str().unwrap();
+    assert!(!message.contains("98765432101"), "{message}");
+    assert!(message.contains("password") && message.contains("integer"), "{message}");
+}

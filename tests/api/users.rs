@@ -209,6 +209,41 @@ async fn change_password_replaces_the_password() {
 }
 
 #[tokio::test]
+async fn concurrent_changes_with_one_current_password_let_only_one_through() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let attempts = (0..8).map(|n| {
+        let (app, id) = (&app, user.id.clone());
+        async move {
+            let new_password = format!("new password {n}");
+            let status = app
+                .change_password(user_header(&id), PASSWORD, &new_password)
+                .await
+                .status();
+            (status, new_password)
+        }
+    });
+    let outcomes = futures::future::join_all(attempts).await;
+    let accepted: Vec<&String> = outcomes
+        .iter()
+        .filter(|(status, _)| *status == 200)
+        .map(|(_, password)| password)
+        .collect();
+    assert_eq!(accepted.len(), 1, "{outcomes:?}");
+    assert!(
+        outcomes.iter().all(|(status, _)| *status == 200 || *status == 401),
+        "{outcomes:?}"
+    );
+    let login = app
+        .post_json(
+            "/api/auth/login",
+            &json!({ "email": user.email, "password": accepted[0] }),
+        )
+        .await;
+    assert_eq!(login.status(), 200, "the accepted password is the one in force");
+}
+
+#[tokio::test]
 async fn session_cookie_identifies_the_user_until_logout() {
     let app = spawn_app().await;
     let user = app.new_user().await;

@@ -245,3 +245,23 @@ async fn a_frame_too_large_to_read_is_answered_with_close_1009() {
         other => panic!("expected Close 1009, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_message_beyond_the_configured_size_is_answered_with_close_1009() {
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+    // At most about 1 MiB: a 1 KiB attachment base64-encoded, a query at its limit, a 64 KiB body.
+    let app = crate::helpers::spawn_app_with(|config| {
+        config.attachment_max_bytes = 1024;
+        config.max_body_bytes = 64 * 1024;
+    })
+    .await;
+    let mut socket = connect_as(&app, "large-state-user").await;
+    let query = json!({ "query": "hello", "user_id": "large-state-user", "session_id": Uuid::new_v4(),
+                        "ui_state": { "blob": "x".repeat(2 * 1024 * 1024) } });
+    let _ = socket.send(Message::text(query.to_string())).await;
+    match next_control(&mut socket).await {
+        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(frame.code, CloseCode::Size),
+        other => panic!("expected Close 1009, got {other:?}"),
+    }
+}
