@@ -84,6 +84,7 @@ impl Application {
                 })
             }),
             session_fanout: Arc::new(crate::ws::fanout::SessionFanout::new(&cache)),
+            reply_turns: Arc::default(),
             cache,
             db,
             websocket_addr,

@@ -34,6 +34,24 @@ where
     }
 }
 
+/// Any JSON document as the body, for handlers that tell the client themselves what shape they
+/// need (an alert source's payload, a PATCH's fields); errors as for [`JsonBody`].
+pub struct JsonDocument(pub serde_json::Value);
+
+impl<S> FromRequest<S> for JsonDocument
+where
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match non_empty_body(req, state).await? {
+            Some(body) => body.parse_any().map(JsonDocument),
+            None => Err(AppError::bad_request("missing_body", "a JSON request body is required")),
+        }
+    }
+}
+
 /// Like [`JsonBody`], for requests whose fields are all optional: an empty body, or `null`, is `{}`.
 pub struct JsonBodyOrDefault<T>(pub T);
 
@@ -63,7 +81,7 @@ impl Body {
     /// Every body the API takes is a JSON object; serde would read a struct from an array too,
     /// field by field in order, so an array is refused here rather than half understood.
     fn parse<T: DeserializeOwned>(&self) -> Result<T, AppError> {
-        let parsed = match self.bytes.trim_ascii_start().first() {
+        let parsed = match without_byte_order_mark(&self.bytes).trim_ascii_start().first() {
             Some(b'{') => parse_json(&self.bytes),
             _ => parse_json::<serde_json::Value>(&self.bytes).and_then(|document| {
                 Err(AppError::invalid(format!(
@@ -72,6 +90,15 @@ impl Body {
                 )))
             }),
         };
+        self.explained(parsed)
+    }
+
+    fn parse_any(&self) -> Result<serde_json::Value, AppError> {
+        self.explained(parse_json(&self.bytes))
+    }
+
+    /// A body that is not JSON at all, sent as a form or multipart, is told so.
+    fn explained<T>(&self, parsed: Result<T, AppError>) -> Result<T, AppError> {
         parsed.map_err(|error| match (&self.other_format, error) {
             (
                 Some(content_type),
@@ -94,6 +121,12 @@ async fn non_empty_body<S: Send + Sync>(req: Request, state: &S) -> Result<Optio
     Ok(Some(Body { bytes, other_format }))
 }
 
+/// The document without a byte order mark before it: JSON text may not carry one (RFC 8259), but
+/// some senders' libraries write it anyway, and it hides nothing.
+fn without_byte_order_mark(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
+}
+
 /// What a JSON value is, in words: `an array`, `a string`...
 fn json_kind(value: &serde_json::Value) -> &'static str {
     match value {
@@ -110,7 +143,7 @@ fn json_kind(value: &serde_json::Value) -> &'static str {
 /// was there: it may be a password or a secret sent as the wrong type). NUL characters in its
 /// strings are dropped (see [`without_nul_escapes`]).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
-    let bytes = without_nul_escapes(bytes);
+    let bytes = without_nul_escapes(without_byte_order_mark(bytes));
     let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
@@ -301,6 +334,12 @@ mod tests {
         ] {
             assert_eq!(without_offending_value(given), expected);
         }
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_the_document_is_skipped() {
+        let value: serde_json::Value = parse_json(b"\xEF\xBB\xBF{\"a\": 1}").unwrap();
+        assert_eq!(value, serde_json::json!({"a": 1}));
     }
 
     #[test]

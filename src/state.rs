@@ -49,6 +49,8 @@ pub struct Services {
     pub cache: Cache,
     /// Reply messages for every socket that follows their session, on any instance.
     pub session_fanout: Arc<crate::ws::fanout::SessionFanout>,
+    /// Which sessions have a reply being written (one at a time per session).
+    pub reply_turns: Arc<crate::agent::turns::ReplyTurns>,
     pub rate_limiter: Arc<RateLimiter>,
     pub metrics: Arc<HttpMetrics>,
     pub passwords: PasswordHasher,

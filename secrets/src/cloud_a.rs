@@ -19,10 +19,12 @@ use url::Url;
 
 use crate::Secret;
 
-/// Full platform access, compute, and the user's e-mail (for the connection's `email`).
+/// The spec's full platform access, compute and resource management (projects), and the user's
+/// e-mail (for the connection's `email`).
 pub const DEFAULT_SCOPES: &[&str] = &[
     "https://www.googleapis.com/auth/cloud-platform",
     "https://www.googleapis.com/auth/compute",
+    "https://www.googleapis.com/auth/cloudplatformprojects",
     "openid",
     "email",
 ];

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod credentials;
 pub mod outbox;
 pub mod tools;
+pub mod turns;
 
 use std::{sync::Arc, time::Duration};
 

@@ -53,6 +53,8 @@ impl JobHandler for IncidentChatHandler {
         let (outbox, listener) = Outbox::new(1);
         drop(listener);
         let outbox = outbox.relaying(self.state.session_fanout.clone(), payload.session_id, None);
+        // After the reply running in the session, if any: one conversation at a time.
+        let _turn = self.state.reply_turns.take(payload.session_id).await;
         let ending = agent::answer(
             self.state.clone(),
             query,

@@ -20,7 +20,7 @@ use crate::{
     auth::IncidentUser,
     error::{AppError, ErrorBody},
     event_store::{execute, Actor},
-    extract::{JsonBody, Path, Query},
+    extract::{JsonBody, JsonDocument, Path, Query},
     incident_merge,
     state::AppState,
 };
@@ -434,7 +434,7 @@ async fn patch_incident(
     State(state): State<AppState>,
     user: IncidentUser,
     Path(raw_id): Path<String>,
-    JsonBody(body): JsonBody<Value>,
+    JsonDocument(body): JsonDocument,
 ) -> Result<Json<PatchResponse>, AppError> {
     let id = incident_id(&raw_id)?;
     let Value::Object(body) = body else {

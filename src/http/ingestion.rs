@@ -20,7 +20,7 @@ use uuid::Uuid;
 use crate::{
     auth::{AuthUser, Identity},
     error::{AppError, ErrorBody},
-    extract::{JsonBody, Path},
+    extract::{JsonBody, JsonDocument, Path},
     ingest::{
         parsers::{self, Source},
         service::{self, IngestedAlert},
@@ -98,7 +98,7 @@ macro_rules! ingestion_endpoint {
         async fn $name(
             State(state): State<AppState>,
             caller: IngestionCaller,
-            JsonBody(body): JsonBody<Value>,
+            JsonDocument(body): JsonDocument,
         ) -> Result<(StatusCode, Json<IngestResponse>), AppError> {
             ingest(&state, caller, $source, body).await
         }

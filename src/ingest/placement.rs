@@ -43,7 +43,7 @@ use vigil_projections::{
 };
 
 use super::{
-    parsers::NormalizedAlert,
+    parsers::{AlertKind, NormalizedAlert},
     service::{alert_info, event_kind, IngestedAlert},
 };
 use crate::{
@@ -348,7 +348,7 @@ impl Placer {
         let versions_seen = found.versions_seen();
         let mut candidates = self.candidates(found.candidates, &windows, stale);
         let mut plan = Plan::default();
-        let mut placed_groups: HashMap<(&str, &str, &str), Uuid> = HashMap::new();
+        let mut placed_groups: HashMap<(&str, &str, &str), (Uuid, DateTime<Utc>)> = HashMap::new();
         let mut placed_keys: HashMap<(&str, &str, &str), Uuid> = HashMap::new();
         for (index, (item, alert_id)) in items.iter().zip(&fresh).enumerate() {
             let Some(alert_id) = *alert_id else { continue };
@@ -356,7 +356,12 @@ impl Placer {
             let group = (item.user_id, alert.source.as_str(), alert.group_key.as_str());
             let key = (item.user_id, alert.source.as_str(), alert.key.as_str());
             let placement = if alert.resolved {
-                let incident = placed_groups.get(&group).or_else(|| recoveries.get(&group)).copied();
+                // A deployment's success resolves only a failure that came before it.
+                let placed_before = placed_groups
+                    .get(&group)
+                    .filter(|&&(_, fired_at)| alert.kind != AlertKind::Deployment || fired_at <= alert.fired_at)
+                    .map(|&(incident_id, _)| incident_id);
+                let incident = placed_before.or_else(|| recoveries.get(&group).copied());
                 if let Some(incident_id) = incident {
                     plan.command(
                         incident_id,
@@ -420,7 +425,7 @@ impl Placer {
             };
             if let (Some((incident_id, _)), false) = (placement, alert.resolved) {
                 placed_keys.insert(key, incident_id);
-                placed_groups.insert(group, incident_id);
+                placed_groups.insert(group, (incident_id, alert.fired_at));
             }
             plan.placements.push((index, alert_id, placement));
         }
@@ -907,7 +912,8 @@ async fn look_up(
               ) s
               WHERE NOT q.resolved),
              -- A recovery's group: an alert's is its key (so the key index finds it); a
-             -- deployment's is its service and environment (an index of deployments alone).
+             -- deployment's is its service and environment (an index of deployments alone), and
+             -- a success resolves only a failure that came before it.
              (SELECT COALESCE(json_agg(json_build_array(q.index, s.incident_id,
                                                         (SELECT i.version FROM incidents i WHERE i.id = s.incident_id))),
                               '[]')
@@ -921,7 +927,7 @@ async fn look_up(
                       (SELECT s.id, s.incident_id FROM source_alerts s
                        WHERE q.kind = 'deployment' AND s.kind = 'deployment' AND s.user_id = q.user_id
                          AND s.source_type = q.source_type AND s.group_key = q.group_key
-                         AND NOT s.resolved AND s.incident_id IS NOT NULL
+                         AND NOT s.resolved AND s.incident_id IS NOT NULL AND s.fired_at <= q.fired_at
                        ORDER BY s.id DESC LIMIT 1)
                   ) newest
                   ORDER BY newest.id DESC LIMIT 1

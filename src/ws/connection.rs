@@ -19,7 +19,7 @@ use vigil_llm::{count_tokens, MAX_USER_MESSAGE_TOKENS};
 
 use super::protocol::{ChatQuery, ClientMessage, ParseError, ServerMessage, Severity};
 use crate::{
-    agent::{self, Confirmations, Ending, Outbox},
+    agent::{self, turns::ReplyTurn, Confirmations, Ending, Outbox},
     state::AppState,
 };
 
@@ -139,7 +139,11 @@ impl Connection {
             Err(ParseError {
                 text,
                 query_session_id: Some(session_id),
-            }) => return self.outbox.refuse(&session_id, text, Some("INVALID_QUERY")),
+            }) => {
+                // A malformed query still counts against the rate, as every query does.
+                let _ = self.bucket.try_take(Instant::now());
+                return self.outbox.refuse(&session_id, text, Some("INVALID_QUERY"));
+            }
             Err(error) => return self.outbox.send(ServerMessage::error(error.text)),
         };
         if let ClientMessage::Init { user_id } = message {
@@ -188,7 +192,15 @@ impl Connection {
     fn query(&mut self, user_id: &str, query: ChatQuery) {
         let sid = query.session_id.trim().to_owned();
         match self.admit(user_id, &query, &sid) {
-            Ok(session_id) => self.start_reply(session_id, query),
+            Ok(session_id) => match self.state.reply_turns.try_take(session_id) {
+                Some(turn) => self.start_reply(session_id, query, turn),
+                // Another socket's reply (or an incident-chat job's): this query has its own END.
+                None => self.outbox.refuse(
+                    &sid,
+                    "a reply is still being written in this session from elsewhere; wait for it or cancel it there",
+                    Some(BUSY),
+                ),
+            },
             // The running reply's END is still to come: a second END now would tell the client
             // that reply is over.
             Err(Refusal { text, code: BUSY }) => {
@@ -203,13 +215,14 @@ impl Connection {
     /// counts against its rate (a burst into a session that is still answering is refused as
     /// such, and the burst's sixth query within the minute as over the rate).
     fn admit(&mut self, user_id: &str, query: &ChatQuery, sid: &str) -> Result<Uuid, Refusal> {
+        let within_rate = self.bucket.try_take(Instant::now());
         if query.user_id != user_id {
             return Err(Refusal::new(
                 "user_id does not match the one this connection was initialised with",
                 "USER_MISMATCH",
             ));
         }
-        if let Err(wait) = self.bucket.try_take(Instant::now()) {
+        if let Err(wait) = within_rate {
             return Err(Refusal::new(
                 format!(
                     "Rate limit exceeded: at most {} messages per 60 seconds. Please wait {} seconds and retry.",
@@ -235,7 +248,7 @@ impl Connection {
         session_id.map_err(|_| Refusal::new("session_id is not a UUID", "INVALID_SESSION_ID"))
     }
 
-    fn start_reply(&mut self, session_id: Uuid, query: ChatQuery) {
+    fn start_reply(&mut self, session_id: Uuid, query: ChatQuery, turn: ReplyTurn) {
         let outbox = self
             .outbox
             .relaying(self.state.session_fanout.clone(), session_id, Some(self.id));
@@ -252,7 +265,7 @@ impl Connection {
             cancel.clone(),
         );
         let task = tokio::spawn(async move {
-            let _answering = answering;
+            let (_answering, _turn) = (answering, turn);
             match AssertUnwindSafe(reply).catch_unwind().await {
                 Ok(ending) => ending,
                 Err(_) => {

@@ -542,6 +542,56 @@ async fn server_paths_reach_only_the_sessions_own_files() {
 }
 
 #[tokio::test]
+async fn a_second_socket_cannot_start_a_reply_in_a_session_that_is_answering() {
+    let model = FakeOpenAi::start().await;
+    let long = "First sentence arrives. ".repeat(10);
+    model.push(Reply::text(long.clone()).chunk_delay(Duration::from_millis(25)));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut first = Client::connect(&app, &user).await;
+    let mut second = Client::connect(&app, &user).await;
+
+    first.ask(&session_id, "Tell me everything", json!({})).await;
+    while first.next().await["type"] != "message" {}
+    second.ask(&session_id, "Me too", json!({})).await;
+    let refusal = second.refused(&session_id).await;
+    assert_eq!(refusal["data"]["code"], "BUSY", "{refusal}");
+    first.until_end().await;
+
+    let stored = session(&app, &user, &session_id).await;
+    let texts: Vec<&str> = stored["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["Tell me everything", long.as_str()], "{stored}");
+}
+
+#[tokio::test]
+async fn malformed_and_mismatched_queries_count_against_the_rate() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+    for _ in 0..3 {
+        client
+            .send(json!({ "query": 42, "user_id": user, "session_id": session_id }))
+            .await;
+        assert_eq!(client.refused(&session_id).await["data"]["code"], "INVALID_QUERY");
+    }
+    for _ in 0..2 {
+        client
+            .send(json!({ "query": "hello", "user_id": "someone-else", "session_id": session_id }))
+            .await;
+        assert_eq!(client.refused(&session_id).await["data"]["code"], "USER_MISMATCH");
+    }
+    client.ask(&session_id, "hello", json!({})).await;
+    assert_eq!(client.refused(&session_id).await["data"]["code"], "RATE_LIMITED");
+}
+
+#[tokio::test]
 async fn a_burst_into_a_busy_session_is_refused_and_counts_against_the_rate() {
     let model = FakeOpenAi::start().await;
     let long = "First sentence arrives. ".repeat(10);

@@ -250,6 +250,13 @@ async fn cloud_a_sign_in_runs_the_setup_and_connects_every_project() {
     let query: Vec<(String, String)> = login_url.query_pairs().into_owned().collect();
     assert!(query.contains(&("client_id".into(), CLOUD_A_CLIENT_ID.into())));
     assert!(query.contains(&("access_type".into(), "offline".into())));
+    let scopes = &query.iter().find(|(name, _)| name == "scope").expect("scopes asked").1;
+    for scope in ["cloud-platform", "compute", "cloudplatformprojects"] {
+        let asked = scopes
+            .split(' ')
+            .any(|asked| asked == format!("https://www.googleapis.com/auth/{scope}"));
+        assert!(asked, "{scope} in {scopes}");
+    }
 
     let setup = connect_cloud_a(&app, &fakes, &user).await;
     assert_eq!(setup["complete"], true);

@@ -640,3 +640,62 @@ async fn no_field_of_another_type_or_size_makes_a_server_error() {
         .await;
     assert_eq!(after.status(), 202, "ingestion goes on");
 }
+
+#[tokio::test]
+async fn a_deployment_resolves_only_an_earlier_failure_and_a_running_one_reports_nothing() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let path = "/api/source_g/deployment";
+    let run = |run_id: &str, status: &str, finished_at: Option<&str>| {
+        let mut run = fixture("source_g", "resolved");
+        run["pipeline"]["run_id"] = json!(run_id);
+        run["pipeline"]["status"] = json!(status);
+        match finished_at {
+            Some(at) => run["finished_at"] = json!(at),
+            None => drop(run.as_object_mut().unwrap().remove("finished_at")),
+        }
+        run
+    };
+
+    let running = post_alert(&app, &user, path, &run("r-running", "RUNNING", None)).await;
+    assert_eq!(running["alerts"], json!([]), "{running}");
+    assert!(incidents_of(&app, &user).await.is_empty());
+
+    let failed = post_alert(&app, &user, path, &fixture("source_g", "firing")).await;
+    let incident_id = failed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    let incidents = incidents_of(&app, &user).await;
+    assert_eq!(incidents.len(), 1);
+    let title = incidents[0]["alert"]["title"].as_str().unwrap();
+    assert!(title.ends_with("failed"), "{}", incidents[0]);
+
+    // Finished an hour before the failure: an older success, not its fix.
+    let earlier = post_alert(
+        &app,
+        &user,
+        path,
+        &run("r-earlier", "SUCCEEDED", Some("2026-11-20T12:27:41Z")),
+    )
+    .await;
+    assert_eq!(earlier["alerts"][0]["incident_id"], Value::Null, "{earlier}");
+    let later = post_alert(&app, &user, path, &fixture("source_g", "resolved")).await;
+    assert_eq!(later["alerts"][0]["incident_id"], json!(incident_id), "{later}");
+
+    let events: Value = app
+        .send_as(
+            &user,
+            Method::GET,
+            &format!("/api/incidents/{incident_id}/events"),
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let resolutions = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["type"].as_str().unwrap().contains("AlertResolved"))
+        .count();
+    assert_eq!(resolutions, 1, "{events}");
+}

@@ -44,7 +44,8 @@ async fn login_url_carries_state_scopes_and_offline_access() {
     assert_eq!(query["access_type"], "offline");
     assert_eq!(
         query["scope"],
-        "https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/compute openid email"
+        "https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/compute \
+         https://www.googleapis.com/auth/cloudplatformprojects openid email"
     );
     assert!(!url.as_str().contains(CLIENT_SECRET));
 }

@@ -209,7 +209,8 @@ fn quoted_list(fields: &[String]) -> String {
 }
 
 /// Parse one webhook body. Notifications with several alerts (source_a `alerts[]`) return several
-/// NormalizedAlerts; an empty `alerts` array is an error. `received_at` is the fallback fired-at time.
+/// NormalizedAlerts; an empty `alerts` array is an error. A deployment still in progress (source_f,
+/// source_g) returns none: it reports no outcome yet. `received_at` is the fallback fired-at time.
 pub fn parse(source: Source, payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<NormalizedAlert>, ParseError> {
     match source {
         Source::SourceA => source_a::parse(payload, received_at),
@@ -217,8 +218,8 @@ pub fn parse(source: Source, payload: &Value, received_at: DateTime<Utc>) -> Res
         Source::SourceC => source_c::parse(payload, received_at).map(|alert| vec![alert]),
         Source::SourceD => source_d::parse(payload, received_at).map(|alert| vec![alert]),
         Source::SourceE => source_e::parse(payload, received_at).map(|alert| vec![alert]),
-        Source::SourceF => source_f::parse(payload, received_at).map(|alert| vec![alert]),
-        Source::SourceG => source_g::parse(payload, received_at).map(|alert| vec![alert]),
+        Source::SourceF => source_f::parse(payload, received_at).map(Vec::from_iter),
+        Source::SourceG => source_g::parse(payload, received_at).map(Vec::from_iter),
         Source::SourceH => source_h::parse(payload, received_at).map(|alert| vec![alert]),
         Source::SourceI => source_i::parse(payload, received_at).map(|alert| vec![alert]),
     }

@@ -5,12 +5,14 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{
-    add_millis, deployment_group_key, deployment_severity, is_deployment_success, present_labels, unless_same_as,
-    EpochUnit, Obj,
+    add_millis, deployment_group_key, deployment_severity, is_deployment_in_progress, is_deployment_success,
+    present_labels, unless_same_as, EpochUnit, Obj,
 };
 use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
-pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
+/// `None` for a build still running (no `result`, an in-progress `phase`): it reports no outcome,
+/// so it neither opens an incident nor resolves one.
+pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Option<NormalizedAlert>, ParseError> {
     let root = Obj::root(payload)?;
     let job_name = root.require_id("job_name")?;
     let build_number = root.require_integer("build_number")?;
@@ -18,6 +20,9 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
     let environment = root.text("environment")?;
     let result = root.text("result")?;
     let phase = root.text("phase")?;
+    if result.is_none() && phase.as_deref().is_some_and(is_deployment_in_progress) {
+        return Ok(None);
+    }
     let title = title(
         &job_name,
         build_number,
@@ -27,7 +32,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         phase.as_deref(),
     );
 
-    Ok(NormalizedAlert {
+    Ok(Some(NormalizedAlert {
         source: Source::SourceF,
         kind: AlertKind::Deployment,
         key: format!("{job_name}#{build_number}"),
@@ -49,7 +54,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         rule_name: Some(job_name),
         labels: labels(&root)?,
         raw: payload.clone(),
-    })
+    }))
 }
 
 /// `"inventory-service deploy to production failed (deploy-production #1842)"`.
@@ -205,12 +210,24 @@ mod tests {
     }
 
     #[test]
-    fn started_build_without_service_or_result() {
-        let payload = json!({"job_name": "deploy-api", "build_number": 7, "phase": "STARTED"});
+    fn a_build_still_running_reports_nothing() {
+        for phase in ["STARTED", "queued", "Running"] {
+            let payload = json!({"job_name": "deploy-api", "build_number": 7, "phase": phase, "result": null});
+            assert_eq!(
+                super::super::parse(SOURCE, &payload, received_at()).unwrap(),
+                vec![],
+                "{phase}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_finished_phase_without_result_is_still_reported() {
+        let payload = json!({"job_name": "deploy-api", "build_number": 7, "phase": "COMPLETED"});
         let alert = parse_one(SOURCE, &payload);
-        assert_eq!(alert.title, "deploy-api deploy started (deploy-api #7)");
+        assert_eq!(alert.title, "deploy-api deploy completed (deploy-api #7)");
         assert_eq!(alert.group_key, "deploy-api");
-        assert_eq!(alert.state, "started");
+        assert_eq!(alert.state, "completed");
         assert_eq!(alert.severity, None);
         assert!(!alert.resolved);
     }

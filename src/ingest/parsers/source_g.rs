@@ -5,11 +5,14 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{
-    deployment_group_key, deployment_severity, is_deployment_success, present_labels, unless_same_as, EpochUnit, Obj,
+    deployment_group_key, deployment_severity, is_deployment_in_progress, is_deployment_success, present_labels,
+    unless_same_as, EpochUnit, Obj,
 };
 use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
-pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
+/// `None` for a run still in progress (`RUNNING`, `STARTED`...): it reports no outcome, so it
+/// neither opens an incident nor resolves one.
+pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Option<NormalizedAlert>, ParseError> {
     let root = Obj::root(payload)?;
     let pipeline = root.require_object("pipeline")?;
     let key = pipeline.require_id("run_id")?;
@@ -17,6 +20,9 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
     let environment = root.text("environment")?;
     let pipeline_name = pipeline.text("name")?;
     let status = pipeline.text("status")?;
+    if status.as_deref().is_some_and(is_deployment_in_progress) {
+        return Ok(None);
+    }
     let title = title(
         pipeline_name.as_deref(),
         application.as_deref(),
@@ -25,7 +31,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
     );
     let group_subject = application.as_deref().or(pipeline_name.as_deref()).unwrap_or(&key);
 
-    Ok(NormalizedAlert {
+    Ok(Some(NormalizedAlert {
         source: Source::SourceG,
         kind: AlertKind::Deployment,
         group_key: deployment_group_key(group_subject, environment.as_deref()),
@@ -47,7 +53,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         rule_name: pipeline_name,
         labels: labels(&root)?,
         raw: payload.clone(),
-    })
+    }))
 }
 
 /// Pipeline name and status, e.g. `"orders-api-deploy-production failed"`.
@@ -148,6 +154,19 @@ mod tests {
         assert_eq!(parse_one(SOURCE, &payload).fired_at, utc("2026-11-20T13:20:04Z"));
         let payload = without(payload, "/started_at");
         assert_eq!(parse_one(SOURCE, &payload).fired_at, received_at());
+    }
+
+    #[test]
+    fn a_run_still_in_progress_reports_nothing() {
+        for status in ["RUNNING", "started", "In_Progress", "queued"] {
+            let payload = with(fixture(SOURCE, Fixture::Firing), "/pipeline/status", json!(status));
+            let payload = without(payload, "/finished_at");
+            assert_eq!(
+                super::super::parse(SOURCE, &payload, received_at()).unwrap(),
+                vec![],
+                "{status}"
+            );
+        }
     }
 
     #[test]

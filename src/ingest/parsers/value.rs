@@ -508,8 +508,8 @@ fn epoch(whole: i64, fraction_nanos: u32, unit: EpochUnit) -> Option<DateTime<Ut
     }
 }
 
-/// RFC 3339 (nanoseconds and any offset), also `+0000`-style offsets, a space instead of `T`, and no offset
-/// at all (read as UTC).
+/// RFC 3339 (nanoseconds and any offset), also `+0000`- and `+01`-style offsets (ISO 8601 allows
+/// both), a space instead of `T`, and no offset at all (read as UTC).
 fn parse_datetime_text(text: &str) -> Option<DateTime<Utc>> {
     parse_iso_datetime(text).or_else(|| parse_iso_datetime(&text.replacen(' ', "T", 1)))
 }
@@ -517,6 +517,7 @@ fn parse_datetime_text(text: &str) -> Option<DateTime<Utc>> {
 fn parse_iso_datetime(text: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(text)
         .or_else(|_| DateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f%z"))
+        .or_else(|_| DateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f%#z"))
         .map(|time| time.with_timezone(&Utc))
         .ok()
         .or_else(|| {
@@ -607,6 +608,26 @@ pub(super) fn is_deployment_success(outcome: &str) -> bool {
         .any(|word| outcome.trim().eq_ignore_ascii_case(word))
 }
 
+/// Whether a CI/CD status word says the deployment has not finished yet (so it reports no outcome).
+pub(super) fn is_deployment_in_progress(status: &str) -> bool {
+    const IN_PROGRESS: &[&str] = &[
+        "STARTED",
+        "STARTING",
+        "RUNNING",
+        "IN_PROGRESS",
+        "INPROGRESS",
+        "PENDING",
+        "QUEUED",
+        "WAITING",
+        "CREATED",
+        "SCHEDULED",
+        "BUILDING",
+        "DEPLOYING",
+    ];
+    let status = status.trim();
+    IN_PROGRESS.iter().any(|word| status.eq_ignore_ascii_case(word))
+}
+
 /// `"<service>@<environment>"`: what a failed deployment and a later successful one share.
 pub(super) fn deployment_group_key(service: &str, environment: Option<&str>) -> String {
     match environment {
@@ -695,6 +716,14 @@ mod tests {
         );
         assert_eq!(
             timestamp(&json!("2026-11-20 14:02:10.123456789"), EpochUnit::Seconds),
+            Some(expected)
+        );
+        assert_eq!(
+            timestamp(&json!("2026-11-20T15:02:10.123456789+01"), EpochUnit::Seconds),
+            Some(expected)
+        );
+        assert_eq!(
+            timestamp(&json!("2026-11-20T09:02:10.123456789-05"), EpochUnit::Seconds),
             Some(expected)
         );
     }
