@@ -129,6 +129,17 @@ async fn connect_role(state: &AppState, user: &AuthUser, request: AuthRequest) -
         ));
     }
     let credentials = assume(state, &user.id, &role_arn, &expected).await?;
+    // Checked on connect like the main role: Ask mode would otherwise find it unusable later.
+    if let Some(read_only) = &read_only_role_arn {
+        assume(state, &user.id, read_only, &expected)
+            .await
+            .map_err(|error| match error {
+                AppError::BadRequest { code, message } => {
+                    AppError::bad_request(code, format!("read_only_role_arn: {message}"))
+                }
+                other => other,
+            })?;
+    }
     let stored = stored_credentials(&role_arn, &expected, read_only_role_arn.as_ref(), &credentials);
     let fields = TokenFields {
         token_data: Some(json!({

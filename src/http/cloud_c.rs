@@ -98,9 +98,24 @@ async fn login(
         .map(|name| name.trim().to_owned())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| subscription.display_name.clone());
-    let read_only = request
-        .read_only_credentials
-        .map(|ro| json!({ "client_id": ro.client_id.trim(), "client_secret": ro.client_secret }));
+    let read_only = match request.read_only_credentials {
+        Some(read_only) => {
+            // Checked on connect like the main principal: Ask mode would otherwise find them unusable later.
+            let read_only_client_id = required(&read_only.client_id, "readOnlyCredentials.clientId")?;
+            let read_only_secret = Secret::new(required(&read_only.client_secret, "readOnlyCredentials.clientSecret")?);
+            azure
+                .token(&tenant_id, &read_only_client_id, &read_only_secret)
+                .await
+                .map_err(|error| match azure_error(error) {
+                    AppError::BadRequest { code, message } => {
+                        AppError::bad_request(code, format!("readOnlyCredentials: {message}"))
+                    }
+                    other => other,
+                })?;
+            Some(json!({ "client_id": read_only_client_id, "client_secret": read_only_secret.expose() }))
+        }
+        None => None,
+    };
     let stored = json!({
         "tenant_id": tenant_id,
         "client_id": client_id,
@@ -148,22 +163,56 @@ fn azure_error(error: AzureError) -> AppError {
     }
 }
 
-/// Whether cloud_c is connected, with the connected subscription.
+/// Whether cloud_c is connected, with the connected subscription. A connected principal is
+/// checked live (a token is requested with the stored credentials); one the provider refuses
+/// puts the connections in `error` (reconnection needed).
 #[utoipa::path(get, path = "/cloud_c/status", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
-    responses((status = 200, body = CloudCStatus), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = CloudCStatus), (status = 401, body = ErrorBody),
+        (status = 502, description = "cloud_c could not be reached to check the credentials", body = ErrorBody)))]
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudCStatus>, AppError> {
     let record = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await?;
+    let connected = conn::is_account_connected(
+        &state.db,
+        &user.id,
+        PROVIDER,
+        record.as_ref().and_then(|r| r.subscription_id.as_deref()),
+    )
+    .await?;
+    let connected = connected && credentials_still_work(&state, &user.id).await?;
     Ok(Json(CloudCStatus {
-        connected: conn::is_account_connected(
-            &state.db,
-            &user.id,
-            PROVIDER,
-            record.as_ref().and_then(|r| r.subscription_id.as_deref()),
-        )
-        .await?,
+        connected,
         provider: PROVIDER.as_str(),
         subscription_id: record.as_ref().and_then(|r| r.subscription_id.clone()),
         subscription_name: record.and_then(|r| r.subscription_name),
     }))
+}
+
+/// Asks cloud_c for a token with the stored credentials; marks the connections failed when it
+/// refuses them.
+async fn credentials_still_work(state: &AppState, user_id: &str) -> Result<bool, AppError> {
+    let Some((_, stored)) = state.connections.load(&state.db, user_id, PROVIDER).await? else {
+        return Ok(false);
+    };
+    let field = |name: &str| {
+        stored
+            .get(name)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let secret = Secret::new(field("client_secret"));
+    match state
+        .connections
+        .azure
+        .token(&field("tenant_id"), &field("client_id"), &secret)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(AzureError::InvalidCredentials { .. } | AzureError::InvalidTenant(_) | AzureError::AccessDenied(_)) => {
+            conn::mark_failed(state, user_id, PROVIDER, "cloud_c refused the stored credentials").await?;
+            Ok(false)
+        }
+        Err(error) => Err(provider_unavailable(PROVIDER, error)),
+    }
 }

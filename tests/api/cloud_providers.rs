@@ -663,6 +663,37 @@ async fn cloud_b_assumes_the_role_with_the_users_external_id() {
 }
 
 #[tokio::test]
+async fn cloud_b_read_only_role_is_assumed_on_connect_too() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    let external_id = cloud_b_external_id(&app, &user).await;
+    fakes.sts.add_role(&ROLE_ARN.parse::<RoleArn>().unwrap(), &external_id);
+    let read_only = "arn:aws:iam::123456789012:role/ReadOnly";
+    let request = json!({ "userId": user, "role_arn": ROLE_ARN, "external_id": external_id,
+                          "read_only_role_arn": read_only });
+
+    let response = app.send_as(&user, Method::POST, "/cloud_b/auth", Some(&request)).await;
+    let error = assert_status_error(response, 400, "role_assumption_denied").await;
+    assert!(
+        error["message"].as_str().unwrap().contains("read_only_role_arn"),
+        "{error}"
+    );
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_b/status", None).await;
+    assert_eq!(body["connected"], false, "nothing stored: {body}");
+
+    fakes.sts.add_role(&read_only.parse::<RoleArn>().unwrap(), &external_id);
+    let (status, body) = call(&app, &user, Method::POST, "/cloud_b/auth", Some(request)).await;
+    assert_eq!(status, 200, "{body}");
+    let assumed: Vec<String> = fakes
+        .sts
+        .requests()
+        .iter()
+        .filter_map(|request| request.form_value("RoleArn"))
+        .collect();
+    assert_eq!(assumed[assumed.len() - 2..], [ROLE_ARN, read_only], "{assumed:?}");
+}
+
+#[tokio::test]
 async fn cloud_b_status_follows_the_account_its_stored_role_belongs_to() {
     let (app, fakes) = spawn_with_fakes().await;
     let user = app.new_user().await.id;
@@ -779,6 +810,51 @@ async fn cloud_c_login_picks_the_first_enabled_subscription() {
         body,
         json!({ "connected": true, "provider": "cloud_c", "subscription_id": SUBSCRIPTION_ID, "subscription_name": "Production" })
     );
+}
+
+#[tokio::test]
+async fn cloud_c_read_only_credentials_are_checked_on_connect_and_status_checks_live() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    fakes
+        .azure
+        .add_service_principal(TENANT_ID, "read-only-client", "read-only-secret");
+
+    let mut wrong_read_only = cloud_c_login(&user);
+    wrong_read_only["readOnlyCredentials"] = json!({ "clientId": "read-only-client", "clientSecret": "wrong" });
+    let response = app
+        .send_as(&user, Method::POST, "/cloud_c/login", Some(&wrong_read_only))
+        .await;
+    let error = assert_error(response, 400, "invalid_credentials").await;
+    assert!(
+        error["error"].as_str().unwrap().contains("readOnlyCredentials"),
+        "{error}"
+    );
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_c/status", None).await;
+    assert_eq!(body["connected"], false, "nothing stored: {body}");
+
+    let mut login = cloud_c_login(&user);
+    login["readOnlyCredentials"] = json!({ "clientId": "read-only-client", "clientSecret": "read-only-secret" });
+    let (status, body) = call(&app, &user, Method::POST, "/cloud_c/login", Some(login)).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_c/status", None).await;
+    assert_eq!(body["connected"], true, "{body}");
+
+    // The principal's secret is rotated at the provider: the stored one no longer works.
+    fakes
+        .azure
+        .add_service_principal(TENANT_ID, CLOUD_C_CLIENT_ID, "rotated-secret");
+    let (status, body) = call(&app, &user, Method::GET, "/cloud_c/status", None).await;
+    assert_eq!((status, &body["connected"]), (StatusCode::OK, &json!(false)), "{body}");
+    let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
+    let cloud_c: Vec<&Value> = connections
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|connection| connection["provider"] == "cloud_c")
+        .collect();
+    assert_eq!(cloud_c.len(), 1, "{connections}");
+    assert_eq!(cloud_c[0]["status"], "error", "{connections}");
 }
 
 pub fn cloud_d_connect() -> Value {
