@@ -391,7 +391,7 @@ impl Turn<'_> {
                 // Saved with the conversation, where PostgreSQL takes no NUL character.
                 let arguments = crate::extract::without_nul_escapes(call.arguments.as_bytes());
                 let input = serde_json::from_slice(&arguments)
-                    .unwrap_or_else(|_| json!({ "raw": call.arguments.replace('\0', "") }));
+                    .unwrap_or_else(|_| Value::String(call.arguments.replace('\0', "")));
                 let output = self.run_tool(&call.id, &call.name, &input).await;
                 messages.push(ChatMessage::tool_result(
                     &call.id,
@@ -408,15 +408,30 @@ impl Turn<'_> {
 
     /// Streams text to the client in sentence-cut chunks and keeps it for the saved message.
     fn say(&mut self, text: &str) {
-        self.text.push_str(text);
-        for chunk in self.chunker.push(text) {
+        // A model may stream a NUL character; PostgreSQL stores none, and the client must see
+        // what is stored.
+        let text = if text.contains('\0') {
+            std::borrow::Cow::Owned(text.replace('\0', ""))
+        } else {
+            std::borrow::Cow::Borrowed(text)
+        };
+        self.text.push_str(&text);
+        for chunk in self.chunker.push(&text) {
             self.outbox.send(ServerMessage::chunk(self.sid, &chunk));
         }
     }
 
     /// Runs one tool call end to end (classification, confirmation, execution, the `tool_call`
     /// and `tool_result` messages) and returns the output the model and the stored message get.
-    async fn run_tool(&mut self, call_id: &str, name: &str, input: &Value) -> String {
+    async fn run_tool(&mut self, call_id: &str, name: &str, given: &Value) -> String {
+        // A tool call's input is an object (spec): none is `{}`; anything else (a model's array,
+        // or arguments that are not JSON at all) is reported as `{"raw": ...}` and not run.
+        let (input, malformed) = match given {
+            Value::Object(_) => (given.clone(), false),
+            Value::Null => (json!({}), false),
+            other => (json!({ "raw": other }), true),
+        };
+        let input = &input;
         let sid = self.sid;
         let report = |status: &'static str, output: Option<&str>| {
             ServerMessage::tool_call(
@@ -433,6 +448,7 @@ impl Turn<'_> {
         self.outbox.send(report("running", None));
         self.running = Some((call_id.to_owned(), name.to_owned(), input.clone()));
         let result = match Tool::named(name) {
+            _ if malformed => Err("the tool's input must be a JSON object of its arguments".to_owned()),
             None => Err(format!("there is no tool named {name}")),
             Some(tool) => self.permitted_run(tool, input).await,
         };

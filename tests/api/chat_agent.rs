@@ -237,6 +237,55 @@ async fn an_answer_streams_in_sentence_chunks_and_is_saved() {
 }
 
 #[tokio::test]
+async fn tool_arguments_that_are_not_an_object_are_reported_not_run() {
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::tool_call("search_incidents", json!([1, 2])));
+    model.push(Reply::text("Those arguments were wrong."));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "Any incidents?", json!({})).await;
+    let messages = client.until_end().await;
+    let calls = of_type(&messages, "tool_call");
+    assert_eq!(calls.len(), 2, "{messages:#?}");
+    for call in &calls {
+        assert_eq!(call["data"]["input"], json!({ "raw": [1, 2] }), "{call}");
+    }
+    assert_eq!(calls[1]["data"]["status"], "error");
+    assert!(of_type(&messages, "tool_result").is_empty(), "the tool did not run");
+
+    client
+        .ask(
+            &session_id,
+            "run it",
+            json!({ "direct_tool_call": { "tool_name": "search_incidents", "input": "abc" } }),
+        )
+        .await;
+    let messages = client.until_end().await;
+    let calls = of_type(&messages, "tool_call");
+    assert_eq!(calls[1]["data"]["input"], json!({ "raw": "abc" }), "{messages:#?}");
+    assert_eq!(calls[1]["data"]["status"], "error");
+}
+
+#[tokio::test]
+async fn a_nul_character_from_the_model_is_neither_streamed_nor_stored() {
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::text("Hello\u{0}World. Bye."));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "Greet me", json!({})).await;
+    let messages = client.until_end().await;
+    assert_eq!(chunks(&messages).concat(), "HelloWorld. Bye.");
+    let saved = session(&app, &user, &session_id).await;
+    assert_eq!(saved["messages"][1]["text"], "HelloWorld. Bye.");
+}
+
+#[tokio::test]
 async fn a_tool_round_reports_running_then_success_and_its_result() {
     let model = FakeOpenAi::start().await;
     model.push(Reply::tool_call("search_incidents", json!({ "query": "checkout" })));
