@@ -113,6 +113,8 @@ pub struct Connection {
 }
 
 struct Workflow {
+    /// Who asked: after an `init` as someone else, only they may cancel it.
+    user_id: String,
     cancel: CancellationToken,
     task: JoinHandle<Ending>,
 }
@@ -153,6 +155,14 @@ impl Connection {
                     crate::auth::MAX_USER_ID_LEN
                 )));
             }
+            if self.user_id.as_ref().is_some_and(|current| *current != user_id) {
+                // Another user from now on: the previous one's sessions are no longer followed,
+                // and their confirmations can no longer be answered from here.
+                self.state
+                    .session_fanout
+                    .forget(self.id, std::mem::take(&mut self.followed));
+                self.confirmations.clear();
+            }
             self.user_id = Some(user_id);
             return self.outbox.send(ServerMessage::status_start());
         }
@@ -169,7 +179,15 @@ impl Connection {
         match message {
             ClientMessage::Init { .. } => unreachable!("handled above"),
             ClientMessage::Query(query) => self.query(&user_id, *query),
-            ClientMessage::Cancel { session_id } => self.cancel(&session_id),
+            ClientMessage::Cancel {
+                session_id,
+                user_id: Some(claimed),
+            } if claimed != user_id => self.outbox.refuse(
+                &session_id,
+                "user_id does not match the one this connection was initialised with",
+                Some("USER_MISMATCH"),
+            ),
+            ClientMessage::Cancel { session_id, .. } => self.cancel(&user_id, &session_id),
             ClientMessage::Confirmation {
                 confirmation_id,
                 approved,
@@ -249,6 +267,7 @@ impl Connection {
     }
 
     fn start_reply(&mut self, session_id: Uuid, query: ChatQuery, turn: ReplyTurn) {
+        let asker_id = query.user_id.clone();
         let outbox = self
             .outbox
             .relaying(self.state.session_fanout.clone(), session_id, Some(self.id));
@@ -275,16 +294,28 @@ impl Connection {
                 }
             }
         });
-        self.workflows.insert(session_id, Workflow { cancel, task });
+        self.workflows.insert(
+            session_id,
+            Workflow {
+                user_id: asker_id,
+                cancel,
+                task,
+            },
+        );
         // The answer makes the connection follow the session once it has checked that the
         // session is this user's; it is forgotten when the connection closes.
         self.followed.insert(session_id);
     }
 
-    fn cancel(&mut self, session_id: &str) {
+    fn cancel(&mut self, user_id: &str, session_id: &str) {
         let running = session_id
             .parse::<Uuid>()
             .ok()
+            .filter(|id| {
+                self.workflows
+                    .get(id)
+                    .is_some_and(|workflow| workflow.user_id == user_id)
+            })
             .and_then(|id| self.workflows.remove(&id).map(|workflow| (id, workflow)));
         let Some((id, workflow)) = running else {
             self.outbox.send(ServerMessage::session_error(

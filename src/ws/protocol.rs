@@ -11,10 +11,19 @@ use tokio_tungstenite::tungstenite::Message;
 /// A client message. `init` must come first; a chat query is the one message without `type`.
 #[derive(Debug, PartialEq)]
 pub enum ClientMessage {
-    Init { user_id: String },
+    Init {
+        user_id: String,
+    },
     Query(Box<ChatQuery>),
-    Cancel { session_id: String },
-    Confirmation { confirmation_id: String, approved: bool },
+    /// `user_id` is checked against the connection's when given.
+    Cancel {
+        session_id: String,
+        user_id: Option<String>,
+    },
+    Confirmation {
+        confirmation_id: String,
+        approved: bool,
+    },
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -112,9 +121,11 @@ impl ClientMessage {
         if !value.is_object() {
             return Err(ParseError::new("a message is a JSON object"));
         }
-        let kind = value
-            .get("type")
-            .map(|kind| kind.as_str().unwrap_or_default().to_owned());
+        let kind = match value.get("type") {
+            None => None,
+            Some(Value::String(kind)) => Some(kind.clone()),
+            Some(_) => return Err(ParseError::new("a message's type is a string")),
+        };
         match kind.as_deref() {
             Some("init") => {
                 let user_id = string_field(&value, "user_id")
@@ -130,7 +141,8 @@ impl ClientMessage {
                 }
                 let session_id = string_field(&value, "session_id")
                     .ok_or_else(|| ParseError::new("control needs a session_id"))?;
-                Ok(Self::Cancel { session_id })
+                let user_id = string_field(&value, "user_id");
+                Ok(Self::Cancel { session_id, user_id })
             }
             Some("confirmation_response") => {
                 let confirmation_id = string_field(&value, "confirmation_id")
@@ -321,7 +333,10 @@ mod tests {
         );
         assert_eq!(
             ClientMessage::parse(r#"{"type":"control","action":"cancel","session_id":"s","user_id":"u1"}"#),
-            Ok(ClientMessage::Cancel { session_id: "s".into() })
+            Ok(ClientMessage::Cancel {
+                session_id: "s".into(),
+                user_id: Some("u1".into())
+            })
         );
         assert_eq!(
             ClientMessage::parse(r#"{"type":"confirmation_response","confirmation_id":"c","approved":false}"#),

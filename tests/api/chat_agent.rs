@@ -641,6 +641,47 @@ async fn malformed_and_mismatched_queries_count_against_the_rate() {
 }
 
 #[tokio::test]
+async fn only_the_asker_cancels_a_reply() {
+    let model = FakeOpenAi::start().await;
+    let long = "First sentence arrives. ".repeat(10);
+    model.push(Reply::text(long.clone()).chunk_delay(Duration::from_millis(25)));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "Tell me everything", json!({})).await;
+    while client.next().await["type"] != "message" {}
+    let cancel =
+        |user_id: &str| json!({ "type": "control", "action": "cancel", "session_id": session_id, "user_id": user_id });
+    client.send(cancel("someone-else")).await;
+    let mut refused = None;
+    while refused.is_none() {
+        let message = client.next().await;
+        if message["type"] == "error" {
+            refused = Some(message);
+        }
+    }
+    assert_eq!(refused.unwrap()["data"]["code"], "USER_MISMATCH");
+
+    // The socket now speaks for another user, who cannot cancel the first one's reply.
+    client.send(json!({ "type": "init", "user_id": "someone-else" })).await;
+    client.send(cancel("someone-else")).await;
+    // `next` fails the test when no such warning comes within its timeout.
+    while client.next().await["data"]["code"] != "NOTHING_TO_CANCEL" {}
+    // Polled within the chat endpoints' budget (20 a minute).
+    let mut status = Value::Null;
+    for _ in 0..15 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        status = session(&app, &user, &session_id).await["status"].clone();
+        if status == "completed" || status == "cancelled" {
+            break;
+        }
+    }
+    assert_eq!(status, "completed", "the reply ran to its end");
+}
+
+#[tokio::test]
 async fn a_burst_into_a_busy_session_is_refused_and_counts_against_the_rate() {
     let model = FakeOpenAi::start().await;
     let long = "First sentence arrives. ".repeat(10);
