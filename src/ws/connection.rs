@@ -346,6 +346,15 @@ impl Connection {
             }
         }
     }
+
+    /// Resolves once every reply this connection started has ended (a cancelled one saves what
+    /// was written and sends its END first).
+    pub fn replies_ended(&mut self) -> impl std::future::Future<Output = ()> + use<> {
+        let tasks: Vec<JoinHandle<Ending>> = self.workflows.drain().map(|(_, workflow)| workflow.task).collect();
+        async move {
+            futures::future::join_all(tasks).await;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -25,18 +25,22 @@ use crate::agent::Outbox;
 use crate::state::AppState;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a stopping service lets its sockets' cancelled replies save what they wrote and send
+/// their END.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 pub async fn serve(listener: TcpListener, state: AppState, shutdown: CancellationToken) {
     // The tokenizer loads its vocabulary on first use (tens of milliseconds): do it here, off the
     // runtime's worker threads, rather than on the first long message's socket task.
     tokio::task::spawn_blocking(|| vigil_llm::count_tokens("warm up"));
+    let connections = tokio_util::task::TaskTracker::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let (state, shutdown) = (state.clone(), shutdown.clone());
-                    tokio::spawn(async move {
+                    connections.spawn(async move {
                         if let Err(error) = handle_socket(stream, state, shutdown).await {
                             tracing::debug!(%peer, %error, "websocket connection ended with an error");
                         }
@@ -49,6 +53,10 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
             },
         }
     }
+    // Each socket ends its replies (saving them) and says goodbye; not waited for beyond the
+    // grace period, plus a moment for the goodbyes.
+    connections.close();
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE + Duration::from_secs(1), connections.wait()).await;
 }
 
 async fn handle_socket(
@@ -108,7 +116,29 @@ where
             biased;
             _ = shutdown.cancelled() => {
                 connection.close(true);
-                let _ = sink.send(Message::Close(None)).await;
+                // The cancelled replies save what was written and send their END: passed on
+                // while they do, then 1001 (going away).
+                let ended = connection.replies_ended();
+                tokio::pin!(ended);
+                let grace = tokio::time::sleep(SHUTDOWN_GRACE);
+                tokio::pin!(grace);
+                loop {
+                    tokio::select! {
+                        _ = &mut ended => break,
+                        _ = &mut grace => break,
+                        Some(message) = outgoing.recv() => {
+                            let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(message.to_frame())).await;
+                        }
+                    }
+                }
+                while let Ok(message) = outgoing.try_recv() {
+                    let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(message.to_frame())).await;
+                }
+                let goodbye = CloseFrame {
+                    code: CloseCode::Away,
+                    reason: "the service is stopping".into(),
+                };
+                let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(Message::Close(Some(goodbye)))).await;
                 return Ok(());
             }
             _ = overflowed.cancelled() => break Ok(()),

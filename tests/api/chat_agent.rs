@@ -682,6 +682,46 @@ async fn only_the_asker_cancels_a_reply() {
 }
 
 #[tokio::test]
+async fn a_stopping_service_saves_the_reply_it_cuts_short_and_says_goodbye() {
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::text("First sentence arrives. ".repeat(40)).chunk_delay(Duration::from_millis(25)));
+    let app = app_with_model(&model, None).await;
+    let stopping = app.spawn_beside(|_| {}).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect_to(stopping.ws_addr, &user).await;
+
+    client.ask(&session_id, "Tell me everything", json!({})).await;
+    while client.next().await["type"] != "message" {}
+    drop(stopping);
+
+    let mut streamed = String::new();
+    let end = loop {
+        let message = client.next().await;
+        if message["type"] == "message" && message["data"]["is_chunk"] == true {
+            streamed.push_str(message["data"]["text"].as_str().unwrap());
+        }
+        if message["type"] == "status" {
+            break message;
+        }
+    };
+    assert_eq!(end["data"]["isComplete"], false, "{end}");
+    let goodbye = tokio::time::timeout(Duration::from_secs(10), client.socket.next())
+        .await
+        .expect("a close frame");
+    match goodbye {
+        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(frame.code, CloseCode::Away),
+        other => panic!("expected Close 1001, got {other:?}"),
+    }
+    let saved = session(&app, &user, &session_id).await;
+    assert_eq!(saved["status"], "cancelled", "{saved}");
+    let partial = saved["messages"][1]["text"].as_str().unwrap();
+    assert!(partial.starts_with("First sentence arrives."), "{saved}");
+}
+
+#[tokio::test]
 async fn a_burst_into_a_busy_session_is_refused_and_counts_against_the_rate() {
     let model = FakeOpenAi::start().await;
     let long = "First sentence arrives. ".repeat(10);
