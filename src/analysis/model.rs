@@ -9,6 +9,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use vigil_llm::{
     collect, ChatRequest, Completion, LanguageModel, LlmError, OpenAiCompatible, OpenAiConfig, Pricing, StreamEvent,
+    Usage,
 };
 
 use crate::config::Config;
@@ -58,7 +59,9 @@ impl Model {
         self.complete_streaming(call, request, &mut |_| {}).await
     }
 
-    /// [`Model::complete`], showing each event of the stream to `on_event` as it arrives.
+    /// [`Model::complete`], showing each event of the stream to `on_event` as it arrives. A call
+    /// dropped before its end (the reply was cancelled) is recorded too, with its tokens estimated:
+    /// the request as sent and the text streamed so far.
     pub async fn complete_streaming(
         &self,
         call: Call<'_>,
@@ -70,10 +73,27 @@ impl Model {
             .model
             .clone()
             .unwrap_or_else(|| self.client.model_name().to_owned());
+        let mut unfinished = UnfinishedCall {
+            record: Some(UsageRecord {
+                db: self.db.clone(),
+                pricing: self.pricing.clone(),
+                user_id: call.user_id.to_owned(),
+                session_id: call.session_id.map(str::to_owned),
+                model: model.clone(),
+                provider: self.client.provider().to_owned(),
+                request_type: call.request_type,
+                started,
+            }),
+            request_text: serde_json::to_string(&request.messages).unwrap_or_default(),
+            streamed: String::new(),
+        };
         let outcome = match self.client.stream(request).await {
             Ok(stream) => {
                 collect(stream.inspect(|event| {
                     if let Ok(event) = event {
+                        if let StreamEvent::TextDelta(text) = event {
+                            unfinished.streamed.push_str(text);
+                        }
                         on_event(event);
                     }
                 }))
@@ -81,33 +101,83 @@ impl Model {
             }
             Err(error) => Err(error),
         };
+        let record = unfinished.record.take().expect("taken once, here");
         let usage = outcome
             .as_ref()
             .ok()
             .and_then(|completion| completion.usage)
             .unwrap_or_default();
+        record
+            .insert(
+                usage,
+                outcome.as_ref().err().map(ToString::to_string),
+                json!({ "finish_reason": outcome.as_ref().ok().and_then(|c| c.finish_reason.clone()) }),
+            )
+            .await;
+        outcome
+    }
+}
+
+/// What a call's `llm_usage` row says besides its tokens and outcome.
+struct UsageRecord {
+    db: PgPool,
+    pricing: Pricing,
+    user_id: String,
+    session_id: Option<String>,
+    model: String,
+    provider: String,
+    request_type: &'static str,
+    started: Instant,
+}
+
+impl UsageRecord {
+    async fn insert(self, usage: Usage, error: Option<String>, metadata: serde_json::Value) {
         let recorded = sqlx::query(
             "INSERT INTO llm_usage (user_id, session_id, model_name, api_provider, request_type, input_tokens,
                  output_tokens, estimated_cost, response_time_ms, error_message, request_metadata)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8::numeric, $9, $10, $11)",
         )
-        .bind(call.user_id)
-        .bind(call.session_id)
-        .bind(&model)
-        .bind(self.client.provider())
-        .bind(call.request_type)
+        .bind(&self.user_id)
+        .bind(&self.session_id)
+        .bind(&self.model)
+        .bind(&self.provider)
+        .bind(self.request_type)
         .bind(usage.input_tokens as i32)
         .bind(usage.output_tokens as i32)
-        .bind(self.pricing.cost_decimal(&model, usage))
-        .bind(started.elapsed().as_millis().min(i32::MAX as u128) as i32)
-        .bind(outcome.as_ref().err().map(ToString::to_string))
-        .bind(json!({ "finish_reason": outcome.as_ref().ok().and_then(|c| c.finish_reason.clone()) }))
+        .bind(self.pricing.cost_decimal(&self.model, usage))
+        .bind(self.started.elapsed().as_millis().min(i32::MAX as u128) as i32)
+        .bind(error)
+        .bind(metadata)
         .execute(&self.db)
         .await;
         if let Err(error) = recorded {
             // The answer stands; a lost usage row is an accounting gap worth an alert, not a failure.
-            tracing::error!(%error, model, request_type = call.request_type, "language-model usage not recorded");
+            tracing::error!(%error, model = self.model, request_type = self.request_type, "language-model usage not recorded");
         }
-        outcome
+    }
+}
+
+/// A call in flight: recorded when dropped before its end, with estimated tokens, since the
+/// provider bills what it streamed whether or not the answer was read to its end.
+struct UnfinishedCall {
+    record: Option<UsageRecord>,
+    request_text: String,
+    streamed: String,
+}
+
+impl Drop for UnfinishedCall {
+    fn drop(&mut self) {
+        let Some(record) = self.record.take() else { return };
+        let usage = Usage {
+            input_tokens: vigil_llm::count_tokens(&self.request_text).min(u32::MAX as usize) as u32,
+            output_tokens: vigil_llm::count_tokens(&self.streamed).min(u32::MAX as usize) as u32,
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(record.insert(
+                usage,
+                Some("cancelled before the end of the answer".into()),
+                json!({ "finish_reason": "cancelled", "tokens_estimated": true }),
+            ));
+        }
     }
 }

@@ -486,6 +486,24 @@ async fn cancel_stops_the_stream_saves_the_partial_answer_and_closes_the_session
         )
         .await;
     assert_eq!(put.status(), 403);
+
+    // The provider billed what it streamed: the cut-short call has its usage row too.
+    let mut usage: Option<(Option<String>, i32, i32)> = None;
+    for _ in 0..50 {
+        usage =
+            sqlx::query_as("SELECT error_message, input_tokens, output_tokens FROM llm_usage WHERE session_id = $1")
+                .bind(&session_id)
+                .fetch_optional(&app.db)
+                .await
+                .unwrap();
+        if usage.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (error, input_tokens, output_tokens) = usage.expect("a usage row for the cancelled call");
+    assert!(error.unwrap().contains("cancelled"));
+    assert!(input_tokens > 0 && output_tokens > 0, "{input_tokens} {output_tokens}");
 }
 
 #[tokio::test]
