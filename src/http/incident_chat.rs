@@ -3,10 +3,11 @@
 
 use axum::{extract::State, http::StatusCode, Json};
 use chrono::Utc;
+use cqrs_es::AggregateError;
 use serde::{Deserialize, Serialize};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
-use vigil_aggregates::chat_session::ChatSessionCommand;
+use vigil_aggregates::chat_session::{ChatSessionCommand, ChatSessionError};
 use vigil_projections::chat_sessions as sessions;
 
 use super::incidents::{incident_id, owned};
@@ -112,17 +113,28 @@ async fn ask_about_incident(
         }
     };
     let sid = session_id.to_string();
-    let now = Utc::now();
-    let reopen = ChatSessionCommand::Reactivate {
-        user_id: user.id.clone(),
-        at: now,
-    };
-    execute(&state.events.chat_sessions, &sid, reopen, actor.clone()).await?;
-    let busy = ChatSessionCommand::MarkInProgress {
-        user_id: user.id.clone(),
-        at: now,
-    };
-    execute(&state.events.chat_sessions, &sid, busy, actor).await?;
+    // Reopened, then marked in progress; an answer running in the session may complete it in
+    // between (a follow-up sent before the previous answer ended), so a refusal is tried again.
+    const ATTEMPTS: usize = 3;
+    for attempt in 1..=ATTEMPTS {
+        let now = Utc::now();
+        let reopen = ChatSessionCommand::Reactivate {
+            user_id: user.id.clone(),
+            at: now,
+        };
+        execute(&state.events.chat_sessions, &sid, reopen, actor.clone()).await?;
+        let busy = ChatSessionCommand::MarkInProgress {
+            user_id: user.id.clone(),
+            at: now,
+        };
+        match execute(&state.events.chat_sessions, &sid, busy, actor.clone()).await {
+            Err(AggregateError::UserError(ChatSessionError::Closed(_))) if attempt < ATTEMPTS => continue,
+            outcome => {
+                outcome?;
+                break;
+            }
+        }
+    }
     let payload = IncidentChatPayload {
         user_id: user.id,
         session_id,
