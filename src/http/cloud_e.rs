@@ -223,20 +223,26 @@ async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Jso
     disconnect_deleting(&state, &user.id, PROVIDER, "credentials and keys").await
 }
 
-/// Whether cloud_e is connected, with its network.
+/// Whether cloud_e is connected, with its network. A connected client is checked live: its
+/// network's devices are listed with the stored token (and, when that token is refused, a new one
+/// is asked for with the client credentials); credentials the provider refuses put the
+/// connection in `error` (reconnection needed).
 #[utoipa::path(get, path = "/cloud_e_api/cloud_e/status", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
-    responses((status = 200, body = CloudEStatus), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = CloudEStatus), (status = 401, body = ErrorBody),
+        (status = 502, description = "cloud_e could not be reached to check the credentials", body = ErrorBody)))]
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudEStatus>, AppError> {
     let record = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await?;
+    let connected = conn::is_account_connected(
+        &state.db,
+        &user.id,
+        PROVIDER,
+        record.as_ref().and_then(|r| r.client_id.as_deref()),
+    )
+    .await?;
+    let connected = connected && credentials_still_work(&state, &user.id).await?;
     Ok(Json(CloudEStatus {
-        connected: conn::is_account_connected(
-            &state.db,
-            &user.id,
-            PROVIDER,
-            record.as_ref().and_then(|r| r.client_id.as_deref()),
-        )
-        .await?,
+        connected,
         provider: PROVIDER.as_str(),
         network: record
             .as_ref()
@@ -247,6 +253,34 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
             .and_then(|r| r.data_str("network_name"))
             .map(str::to_owned),
     }))
+}
+
+/// Lists the network's devices with the stored token, or asks for a token with the stored client
+/// credentials when that one is refused; marks the connection failed when cloud_e refuses them.
+async fn credentials_still_work(state: &AppState, user_id: &str) -> Result<bool, AppError> {
+    let Some((_, stored)) = state.connections.load(&state.db, user_id, PROVIDER).await? else {
+        return Ok(false);
+    };
+    let field = |name: &str| stored.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let network = field("network");
+    let network =
+        Some(network.as_str()).filter(|n| !n.is_empty() && *n != DEFAULT_NETWORK && *n != API_DEFAULT_NETWORK);
+    let cloud_e = &state.connections.cloud_e;
+    let checked = match cloud_e.list_devices(&Secret::new(field("access_token")), network).await {
+        Err(CloudEError::Unauthorized) => cloud_e
+            .token(&field("client_id"), &Secret::new(field("client_secret")))
+            .await
+            .map(drop),
+        listed => listed.map(drop),
+    };
+    match checked {
+        Ok(()) => Ok(true),
+        Err(refused @ (CloudEError::InvalidClient | CloudEError::NetworkNotFound)) => {
+            conn::mark_failed(state, user_id, PROVIDER, &refused.to_string()).await?;
+            Ok(false)
+        }
+        Err(error) => Err(cloud_e_error(error)),
+    }
 }
 
 /// Get a new access token with the stored client credentials now. No request body.

@@ -1017,6 +1017,36 @@ async fn cloud_e_connect_makes_ssh_and_auth_keys() {
 }
 
 #[tokio::test]
+async fn cloud_e_status_checks_the_credentials_live() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    let (status, body) = call(
+        &app,
+        &user,
+        Method::POST,
+        "/cloud_e_api/cloud_e/connect",
+        Some(cloud_e_connect()),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_e_api/cloud_e/status", None).await;
+    assert_eq!(body["connected"], true, "{body}");
+
+    fakes.cloud_e.revoke_client();
+    let (status, body) = call(&app, &user, Method::GET, "/cloud_e_api/cloud_e/status", None).await;
+    assert_eq!((status, &body["connected"]), (StatusCode::OK, &json!(false)), "{body}");
+    let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
+    let cloud_e: Vec<&Value> = connections
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|connection| connection["provider"] == "cloud_e")
+        .collect();
+    assert_eq!(cloud_e.len(), 1, "{connections}");
+    assert_eq!(cloud_e[0]["status"], "error", "{connections}");
+}
+
+#[tokio::test]
 async fn cloud_e_names_the_network_the_same_way_everywhere() {
     let (app, fakes) = spawn_with_fakes().await;
     let user = app.new_user().await.id;

@@ -75,6 +75,14 @@ impl FakeCloudE {
         self.lock().networks.entry(network.to_owned()).or_default().push(device);
     }
 
+    /// The client's secret is rotated and every token issued so far is revoked, as when the
+    /// client is deleted in the provider's console.
+    pub fn revoke_client(&self) {
+        let mut state = self.lock();
+        state.client_secret = format!("{}-rotated", state.client_secret);
+        state.access_tokens.clear();
+    }
+
     /// The auth keys created so far, as returned to the client.
     pub fn auth_keys(&self) -> Vec<Value> {
         self.lock().keys.clone()
