@@ -176,7 +176,9 @@ fn without_offending_value(message: &str) -> Cow<'_, str> {
     else {
         return Cow::Borrowed(message);
     };
-    let Some(value_at) = found.find(['`', '"']) else {
+    // A value follows its kind directly ("integer `5`"); a quote after a comma is the expected
+    // part's ("map, expected `X`"), and kinds without a value ("map") are left as they are.
+    let Some(value_at) = found.find(['`', '"']).filter(|&at| !found[..at].contains(',')) else {
         return Cow::Borrowed(message);
     };
     let kind = found[..value_at].trim_end();
@@ -328,6 +330,10 @@ mod tests {
             (
                 "invalid type: map, expected a string",
                 "invalid type: map, expected a string",
+            ),
+            (
+                "invalid type: map, expected `Login`",
+                "invalid type: map, expected `Login`",
             ),
             ("missing field `password`", "missing field `password`"),
             (r#"invalid type: string "unterminated"#, "invalid type: string"),
