@@ -8,8 +8,9 @@ use serde::Serialize;
 use vigil_aggregates::incident_analysis::{classify, Risk};
 
 pub const DISCLAIMER: &str =
-    "Written by vigil's built-in analyst (no language model is configured): it reasons only from \
-     the alert payloads, correlated alerts, recent deployments and past incidents on record.";
+    "Written by vigil's built-in analyst, without a language model (none is configured, or it did \
+     not answer): it reasons only from the alert payloads, correlated alerts, recent deployments and \
+     past incidents on record.";
 
 /// How far back a deployment still counts as a suspect.
 const DEPLOY_LOOKBACK: Duration = Duration::hours(2);

@@ -85,10 +85,12 @@ impl Model {
                 started,
             }),
             request_text: serde_json::to_string(&request.messages).unwrap_or_default(),
+            answering: false,
             streamed: String::new(),
         };
         let outcome = match self.client.stream(request).await {
             Ok(stream) => {
+                unfinished.answering = true;
                 collect(stream.inspect(|event| {
                     if let Ok(event) = event {
                         if let StreamEvent::TextDelta(text) = event {
@@ -102,16 +104,18 @@ impl Model {
             Err(error) => Err(error),
         };
         let record = unfinished.record.take().expect("taken once, here");
-        let usage = outcome
-            .as_ref()
-            .ok()
-            .and_then(|completion| completion.usage)
-            .unwrap_or_default();
+        // Estimated when the provider reported none (a stream without a usage chunk, or one
+        // that failed part-way): the call was billed all the same.
+        let reported = outcome.as_ref().ok().and_then(|completion| completion.usage);
+        let usage = reported.unwrap_or_else(|| unfinished.estimate());
         record
             .insert(
                 usage,
                 outcome.as_ref().err().map(ToString::to_string),
-                json!({ "finish_reason": outcome.as_ref().ok().and_then(|c| c.finish_reason.clone()) }),
+                json!({
+                    "finish_reason": outcome.as_ref().ok().and_then(|c| c.finish_reason.clone()),
+                    "tokens_estimated": reported.is_none(),
+                }),
             )
             .await;
         outcome
@@ -157,21 +161,35 @@ impl UsageRecord {
     }
 }
 
-/// A call in flight: recorded when dropped before its end, with estimated tokens, since the
-/// provider bills what it streamed whether or not the answer was read to its end.
+/// A call in flight, and what its tokens are estimated from when the provider reports none:
+/// recorded when dropped before its end, since the provider bills what it streamed whether or
+/// not the answer was read to its end.
 struct UnfinishedCall {
     record: Option<UsageRecord>,
     request_text: String,
+    /// Whether the provider took the request and began answering (a refused request is not billed).
+    answering: bool,
     streamed: String,
+}
+
+impl UnfinishedCall {
+    /// The request as sent and the text streamed so far, counted; nothing for a request the
+    /// provider refused.
+    fn estimate(&self) -> Usage {
+        if !self.answering {
+            return Usage::default();
+        }
+        Usage {
+            input_tokens: vigil_llm::count_tokens(&self.request_text).min(u32::MAX as usize) as u32,
+            output_tokens: vigil_llm::count_tokens(&self.streamed).min(u32::MAX as usize) as u32,
+        }
+    }
 }
 
 impl Drop for UnfinishedCall {
     fn drop(&mut self) {
         let Some(record) = self.record.take() else { return };
-        let usage = Usage {
-            input_tokens: vigil_llm::count_tokens(&self.request_text).min(u32::MAX as usize) as u32,
-            output_tokens: vigil_llm::count_tokens(&self.streamed).min(u32::MAX as usize) as u32,
-        };
+        let usage = self.estimate();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(record.insert(
                 usage,

@@ -72,7 +72,7 @@ impl JobHandler for RcaHandler {
             Err(failure) => {
                 if job.is_last_attempt() {
                     let reason = format!("Analysis failed: {failure:?}");
-                    let _ = self.patch(&payload, Some(AnalysisStatus::Error), Some(reason)).await;
+                    let _ = self.finish(&payload, AnalysisStatus::Error, reason).await;
                 }
                 Err(failure)
             }
@@ -94,7 +94,7 @@ impl RcaHandler {
             Some(session_id) => session_id,
             None => self.open_session(payload, &title).await?,
         };
-        self.patch(payload, Some(AnalysisStatus::Running), None).await?;
+        self.mark_running(payload).await?;
         job.checkpoint().await?;
 
         let facts = self.facts(&incident).await?;
@@ -143,7 +143,7 @@ impl RcaHandler {
                 Err(error) => return Err(retryable(error)),
             }
         }
-        self.patch(payload, Some(AnalysisStatus::Complete), Some(analysis.summary.clone()))
+        self.finish(payload, AnalysisStatus::Complete, analysis.summary.clone())
             .await?;
         Ok(
             json!({ "thoughts": analysis.thoughts.len(), "suggestions": analysis.suggestions.len(), "chat_session_id": session_id }),
@@ -180,25 +180,30 @@ impl RcaHandler {
         Ok(session_id)
     }
 
-    async fn patch(
-        &self,
-        payload: &RcaPayload,
-        status: Option<AnalysisStatus>,
-        summary: Option<String>,
-    ) -> Result<(), JobFailure> {
+    async fn mark_running(&self, payload: &RcaPayload) -> Result<(), JobFailure> {
         let command = IncidentCommand::Patch {
             user_id: payload.user_id.clone(),
             status: None,
-            analysis_status: status,
-            summary: summary.map(|summary| {
-                summary
-                    .chars()
-                    .take(vigil_aggregates::incident::MAX_SUMMARY_CHARS)
-                    .collect()
-            }),
+            analysis_status: Some(AnalysisStatus::Running),
+            summary: None,
             active_tab: None,
             at: Utc::now(),
         };
+        self.execute(payload, command).await
+    }
+
+    /// The analysis's status and summary (which leaves a summary written meanwhile in place).
+    async fn finish(&self, payload: &RcaPayload, status: AnalysisStatus, summary: String) -> Result<(), JobFailure> {
+        let command = IncidentCommand::FinishAnalysis {
+            user_id: payload.user_id.clone(),
+            status,
+            summary,
+            at: Utc::now(),
+        };
+        self.execute(payload, command).await
+    }
+
+    async fn execute(&self, payload: &RcaPayload, command: IncidentCommand) -> Result<(), JobFailure> {
         execute(
             &self.state.events.incidents,
             &payload.incident_id.to_string(),

@@ -91,6 +91,31 @@ async fn when_the_model_fails_the_built_in_summary_stands_and_the_failure_is_rec
 }
 
 #[tokio::test]
+async fn a_stream_without_a_usage_report_is_recorded_with_estimated_tokens() {
+    let model = FakeOpenAi::start().await;
+    let answer = "Most likely cause: the checkout-api database pool is exhausted.";
+    model.push(Reply::raw_events([
+        json!({ "choices": [{ "index": 0, "delta": { "content": answer } }] }).to_string(),
+        json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "stop" }] }).to_string(),
+        "[DONE]".to_owned(),
+    ]));
+    let base_url = model.base_url().to_owned();
+    let app = spawn_app_with(move |config| config.llm_base_url = Some(base_url)).await;
+    let user = app.new_user().await.id;
+
+    let incident = analysed_incident(&app, &user).await;
+    assert_eq!(incident["summary"], answer);
+    let (input, output, estimated): (i32, i32, Option<bool>) = sqlx::query_as(
+        "SELECT input_tokens, output_tokens, (request_metadata->>'tokens_estimated')::bool FROM llm_usage",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert!(input > 0 && output > 0, "{input} {output}");
+    assert_eq!(estimated, Some(true));
+}
+
+#[tokio::test]
 async fn the_model_checks_facts_with_tools_and_its_summary_cites_them() {
     let model = FakeOpenAi::start().await;
     model.push(Reply::status(429).retry_after(1));

@@ -126,6 +126,14 @@ pub enum IncidentCommand {
         active_tab: Option<ActiveTab>,
         at: DateTime<Utc>,
     },
+    /// The analysis ends (`complete`, or `error` when it gave up) with its summary, which does
+    /// not replace a summary someone wrote while the analysis ran.
+    FinishAnalysis {
+        user_id: String,
+        status: AnalysisStatus,
+        summary: String,
+        at: DateTime<Utc>,
+    },
     /// Source side of a merge: this incident goes into `target_incident_id`.
     MergeInto {
         user_id: String,
@@ -278,6 +286,9 @@ pub struct Incident {
     status: IncidentStatus,
     analysis_status: AnalysisStatus,
     summary: Option<String>,
+    /// Whether the summary was written while the analysis ran (by a PATCH): the analysis's own
+    /// summary then does not replace it.
+    summary_written_while_running: bool,
     active_tab: ActiveTab,
     analyzed_at: Option<DateTime<Utc>>,
     /// The opening alert first, then every correlated or absorbed one: their identities only,
@@ -462,6 +473,26 @@ impl Incident {
                 }
                 Ok(events)
             }
+            C::FinishAnalysis {
+                user_id,
+                status,
+                summary,
+                at,
+            } => {
+                let incident = self.owned_by(&user_id)?;
+                let mut events = Vec::new();
+                if status != incident.analysis_status {
+                    events.push(E::AnalysisStatusChanged { status, at });
+                }
+                let summary: String = summary.chars().take(MAX_SUMMARY_CHARS).collect();
+                if !incident.summary_written_while_running && incident.summary.as_ref() != Some(&summary) {
+                    events.push(E::SummaryWritten { summary, at });
+                }
+                if events.is_empty() {
+                    events.push(E::IncidentTouched { at });
+                }
+                Ok(events)
+            }
             C::MergeInto {
                 user_id,
                 target_incident_id,
@@ -540,8 +571,16 @@ impl Incident {
                 self.analyzed_at = self.analyzed_at.or(*analyzed_at);
             }
             E::MergedInto { .. } => self.status = IncidentStatus::Merged,
-            E::AnalysisStatusChanged { status, .. } => self.analysis_status = *status,
-            E::SummaryWritten { summary, .. } => self.summary = Some(summary.clone()),
+            E::AnalysisStatusChanged { status, .. } => {
+                if *status == AnalysisStatus::Running {
+                    self.summary_written_while_running = false;
+                }
+                self.analysis_status = *status;
+            }
+            E::SummaryWritten { summary, .. } => {
+                self.summary_written_while_running |= self.analysis_status == AnalysisStatus::Running;
+                self.summary = Some(summary.clone());
+            }
             E::ActiveTabChanged { tab, .. } => self.active_tab = *tab,
             E::AlertResolved { .. }
             | E::ResolutionRequested { .. }

@@ -554,3 +554,75 @@ fn wire_names_round_trip() {
         "values are case-sensitive, as the spec lists them"
     );
 }
+
+fn analysis_status(status: AnalysisStatus, minute: u32) -> IncidentEvent {
+    IncidentEvent::AnalysisStatusChanged { status, at: at(minute) }
+}
+
+fn summary_written(summary: &str, minute: u32) -> IncidentEvent {
+    IncidentEvent::SummaryWritten {
+        summary: summary.into(),
+        at: at(minute),
+    }
+}
+
+fn finish_analysis(summary: &str) -> IncidentCommand {
+    IncidentCommand::FinishAnalysis {
+        user_id: OWNER.into(),
+        status: AnalysisStatus::Complete,
+        summary: summary.into(),
+        at: at(20),
+    }
+}
+
+#[test]
+fn a_finished_analysis_writes_its_summary() {
+    Given::with(())
+        .given(vec![opened(), analysis_status(AnalysisStatus::Running, 3)])
+        .when(finish_analysis("Disk full on db-1."))
+        .then_expect_events(vec![
+            analysis_status(AnalysisStatus::Complete, 20),
+            summary_written("Disk full on db-1.", 20),
+        ]);
+}
+
+#[test]
+fn a_finished_analysis_keeps_a_summary_written_while_it_ran() {
+    Given::with(())
+        .given(vec![
+            opened(),
+            analysis_status(AnalysisStatus::Running, 3),
+            summary_written("Operator: the disk filled up.", 5),
+        ])
+        .when(finish_analysis("Disk full on db-1."))
+        .then_expect_events(vec![analysis_status(AnalysisStatus::Complete, 20)]);
+}
+
+#[test]
+fn a_new_analysis_may_replace_a_summary_written_before_it_started() {
+    Given::with(())
+        .given(vec![
+            opened(),
+            analysis_status(AnalysisStatus::Running, 3),
+            summary_written("Operator: the disk filled up.", 5),
+            analysis_status(AnalysisStatus::Complete, 8),
+            analysis_status(AnalysisStatus::Running, 12),
+        ])
+        .when(finish_analysis("Disk full on db-1."))
+        .then_expect_events(vec![
+            analysis_status(AnalysisStatus::Complete, 20),
+            summary_written("Disk full on db-1.", 20),
+        ]);
+}
+
+#[test]
+fn a_finished_analysis_summary_is_cut_to_the_limit() {
+    let long = "x".repeat(MAX_SUMMARY_CHARS + 5);
+    Given::with(())
+        .given(vec![opened(), analysis_status(AnalysisStatus::Running, 3)])
+        .when(finish_analysis(&long))
+        .then_expect_events(vec![
+            analysis_status(AnalysisStatus::Complete, 20),
+            summary_written(&"x".repeat(MAX_SUMMARY_CHARS), 20),
+        ]);
+}
