@@ -420,13 +420,19 @@ async fn model_summary(
     let tools = Tool::specs(None);
     let session = session_id.to_string();
     let mut citations = Vec::new();
-    for _ in 0..MAX_RCA_STEPS {
+    for step in 1..=MAX_RCA_STEPS {
         let call = Call {
             user_id: &payload.user_id,
             session_id: Some(&session),
             request_type: "rca",
         };
-        let request = ChatRequest::new(messages.clone()).with_tools(tools.clone());
+        // The last round offers no tools, so that the model writes the summary from what its
+        // tools found rather than asking for more.
+        let request = if step < MAX_RCA_STEPS {
+            ChatRequest::new(messages.clone()).with_tools(tools.clone())
+        } else {
+            ChatRequest::new(messages.clone())
+        };
         let completion = match model.complete(call, request).await {
             Ok(completion) => completion,
             Err(error) => {
@@ -462,6 +468,6 @@ async fn model_summary(
             });
         }
     }
-    tracing::warn!(incident_id = %payload.incident_id, "the model kept calling tools; the built-in summary stands");
+    tracing::warn!(incident_id = %payload.incident_id, "the model called tools when offered none; the built-in summary stands");
     None
 }

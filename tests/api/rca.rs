@@ -116,6 +116,27 @@ async fn a_stream_without_a_usage_report_is_recorded_with_estimated_tokens() {
 }
 
 #[tokio::test]
+async fn the_last_round_offers_no_tools_so_the_model_writes_its_summary() {
+    let model = FakeOpenAi::start().await;
+    for _ in 0..3 {
+        model.push(Reply::tool_call("search_incidents", json!({ "query": "checkout" })));
+    }
+    let answer = "Three searches [1][2][3] found no earlier checkout incident.";
+    model.push(Reply::text(answer));
+    let base_url = model.base_url().to_owned();
+    let app = spawn_app_with(move |config| config.llm_base_url = Some(base_url)).await;
+    let user = app.new_user().await.id;
+
+    let incident = analysed_incident(&app, &user).await;
+    assert_eq!(incident["summary"], answer);
+    assert_eq!(incident["citations"].as_array().unwrap().len(), 3);
+    let sent = model.requests();
+    assert_eq!(sent.len(), 4);
+    assert!(sent[..3].iter().all(|request| request["tools"].is_array()));
+    assert!(sent[3].get("tools").is_none(), "{}", sent[3]);
+}
+
+#[tokio::test]
 async fn the_model_checks_facts_with_tools_and_its_summary_cites_them() {
     let model = FakeOpenAi::start().await;
     model.push(Reply::status(429).retry_after(1));
