@@ -39,6 +39,8 @@ pub trait LanguageModel: Send + Sync {
 
     /// Sends the request. Errors before the answer starts (after any retries) come as `Err`; the
     /// stream then yields the answer's events, or one error that ends it.
-    async fn stream(&self, request: ChatRequest)
-        -> Result<BoxStream<'static, Result<StreamEvent, LlmError>>, LlmError>;
+    async fn stream(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<BoxStream<'static, Result<StreamEvent, LlmError>>, LlmError>;
 }

@@ -46,10 +46,10 @@ impl LanguageModel for OpenAiCompatible {
 
     async fn stream(
         &self,
-        request: ChatRequest,
+        request: &ChatRequest,
     ) -> Result<BoxStream<'static, Result<StreamEvent, LlmError>>, LlmError> {
         let model = request.model.as_deref().unwrap_or(&self.model);
-        let body = self.endpoint.post(&WireRequest::new(&request, model)).await?;
+        let body = self.endpoint.post(&WireRequest::new(request, model)).await?;
         Ok(events(body).boxed())
     }
 }

@@ -25,12 +25,12 @@ fn model(config: OpenAiConfig) -> OpenAiCompatible {
 }
 
 async fn ask(model: &OpenAiCompatible, request: ChatRequest) -> Result<vigil_llm::Completion, LlmError> {
-    collect(model.stream(request).await?).await
+    collect(model.stream(&request).await?).await
 }
 
 /// The error of a call, whether it came before the stream or from it.
 async fn failure(model: &OpenAiCompatible, request: ChatRequest) -> LlmError {
-    match model.stream(request).await {
+    match model.stream(&request).await {
         Err(error) => error,
         Ok(stream) => collect(stream).await.expect_err("the call should fail"),
     }
@@ -49,7 +49,7 @@ async fn streams_a_text_reply_in_several_deltas() {
     assert_eq!((model.model_name(), model.provider()), ("gpt-4o", "openai_compatible"));
 
     let events: Vec<StreamEvent> = model
-        .stream(question())
+        .stream(&question())
         .await
         .unwrap()
         .map(Result::unwrap)

@@ -84,11 +84,11 @@ impl Model {
                 request_type: call.request_type,
                 started,
             }),
-            request_text: serde_json::to_string(&request.messages).unwrap_or_default(),
+            request,
             answering: false,
             streamed: String::new(),
         };
-        let outcome = match self.client.stream(request).await {
+        let outcome = match self.client.stream(&unfinished.request).await {
             Ok(stream) => {
                 unfinished.answering = true;
                 collect(stream.inspect(|event| {
@@ -166,7 +166,7 @@ impl UsageRecord {
 /// not the answer was read to its end.
 struct UnfinishedCall {
     record: Option<UsageRecord>,
-    request_text: String,
+    request: ChatRequest,
     /// Whether the provider took the request and began answering (a refused request is not billed).
     answering: bool,
     streamed: String,
@@ -174,13 +174,15 @@ struct UnfinishedCall {
 
 impl UnfinishedCall {
     /// The request as sent and the text streamed so far, counted; nothing for a request the
-    /// provider refused.
+    /// provider refused. Only when the provider reports no usage, so the request is serialized
+    /// for it only then.
     fn estimate(&self) -> Usage {
         if !self.answering {
             return Usage::default();
         }
+        let request_text = serde_json::to_string(&self.request.messages).unwrap_or_default();
         Usage {
-            input_tokens: vigil_llm::count_tokens(&self.request_text).min(u32::MAX as usize) as u32,
+            input_tokens: vigil_llm::count_tokens(&request_text).min(u32::MAX as usize) as u32,
             output_tokens: vigil_llm::count_tokens(&self.streamed).min(u32::MAX as usize) as u32,
         }
     }

@@ -65,6 +65,12 @@ impl Client {
         }
     }
 
+    /// Asks for a long answer and returns once its first piece has arrived.
+    async fn ask_long_question(&mut self, session_id: &str) {
+        self.ask(session_id, "Tell me everything", json!({})).await;
+        while self.next().await["type"] != "message" {}
+    }
+
     /// Every message up to and including the `status END` of the exchange.
     async fn until_end(&mut self) -> Vec<Value> {
         let mut seen = Vec::new();
@@ -115,6 +121,33 @@ async fn app_with_model(model: &FakeOpenAi, cli_dir: Option<PathBuf>) -> TestApp
         config.agent_confirmation_timeout_secs = 5;
     })
     .await
+}
+
+/// A model whose one answer is `sentences` sentences streamed `delay` apart (a reply a test can
+/// act on while it runs), the service using it, a user and a session of theirs.
+/// Bind `_model` (not `..`): the fake model stops when it is dropped.
+struct SlowReply {
+    _model: FakeOpenAi,
+    app: TestApp,
+    user: String,
+    session_id: String,
+    answer: String,
+}
+
+async fn slow_reply(sentences: usize, delay: Duration) -> SlowReply {
+    let model = FakeOpenAi::start().await;
+    let answer = "First sentence arrives. ".repeat(sentences);
+    model.push(Reply::text(answer.clone()).chunk_delay(delay));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    SlowReply {
+        _model: model,
+        app,
+        user,
+        session_id,
+        answer,
+    }
 }
 
 async fn new_session(app: &TestApp, user: &str) -> String {
@@ -443,21 +476,16 @@ async fn ask_mode_refuses_mutating_commands_with_read_only_mode() {
 
 #[tokio::test]
 async fn cancel_stops_the_stream_saves_the_partial_answer_and_closes_the_session() {
-    let model = FakeOpenAi::start().await;
-    let long = "First sentence arrives. ".repeat(40);
-    model.push(Reply::text(long.clone()).chunk_delay(Duration::from_millis(30)));
-    let app = app_with_model(&model, None).await;
-    let user = app.new_user().await.id;
-    let session_id = new_session(&app, &user).await;
+    let SlowReply {
+        app,
+        user,
+        session_id,
+        answer: long,
+        _model,
+    } = slow_reply(40, Duration::from_millis(30)).await;
     let mut client = Client::connect(&app, &user).await;
 
-    client.ask(&session_id, "Tell me everything", json!({})).await;
-    loop {
-        let message = client.next().await;
-        if message["type"] == "message" && message["data"]["is_chunk"] == true {
-            break;
-        }
-    }
+    client.ask_long_question(&session_id).await;
     client
         .send(json!({ "type": "control", "action": "cancel", "session_id": session_id, "user_id": user }))
         .await;
@@ -610,17 +638,17 @@ async fn server_paths_reach_only_the_sessions_own_files() {
 
 #[tokio::test]
 async fn a_second_socket_cannot_start_a_reply_in_a_session_that_is_answering() {
-    let model = FakeOpenAi::start().await;
-    let long = "First sentence arrives. ".repeat(10);
-    model.push(Reply::text(long.clone()).chunk_delay(Duration::from_millis(25)));
-    let app = app_with_model(&model, None).await;
-    let user = app.new_user().await.id;
-    let session_id = new_session(&app, &user).await;
+    let SlowReply {
+        app,
+        user,
+        session_id,
+        answer: long,
+        _model,
+    } = slow_reply(10, Duration::from_millis(25)).await;
     let mut first = Client::connect(&app, &user).await;
     let mut second = Client::connect(&app, &user).await;
 
-    first.ask(&session_id, "Tell me everything", json!({})).await;
-    while first.next().await["type"] != "message" {}
+    first.ask_long_question(&session_id).await;
     second.ask(&session_id, "Me too", json!({})).await;
     let refusal = second.refused(&session_id).await;
     assert_eq!(refusal["data"]["code"], "BUSY", "{refusal}");
@@ -660,16 +688,16 @@ async fn malformed_and_mismatched_queries_count_against_the_rate() {
 
 #[tokio::test]
 async fn only_the_asker_cancels_a_reply() {
-    let model = FakeOpenAi::start().await;
-    let long = "First sentence arrives. ".repeat(10);
-    model.push(Reply::text(long.clone()).chunk_delay(Duration::from_millis(25)));
-    let app = app_with_model(&model, None).await;
-    let user = app.new_user().await.id;
-    let session_id = new_session(&app, &user).await;
+    let SlowReply {
+        app,
+        user,
+        session_id,
+        answer: _,
+        _model,
+    } = slow_reply(10, Duration::from_millis(25)).await;
     let mut client = Client::connect(&app, &user).await;
 
-    client.ask(&session_id, "Tell me everything", json!({})).await;
-    while client.next().await["type"] != "message" {}
+    client.ask_long_question(&session_id).await;
     let cancel =
         |user_id: &str| json!({ "type": "control", "action": "cancel", "session_id": session_id, "user_id": user_id });
     client.send(cancel("someone-else")).await;
@@ -703,16 +731,17 @@ async fn only_the_asker_cancels_a_reply() {
 async fn a_stopping_service_saves_the_reply_it_cuts_short_and_says_goodbye() {
     use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-    let model = FakeOpenAi::start().await;
-    model.push(Reply::text("First sentence arrives. ".repeat(40)).chunk_delay(Duration::from_millis(25)));
-    let app = app_with_model(&model, None).await;
+    let SlowReply {
+        app,
+        user,
+        session_id,
+        answer: _,
+        _model,
+    } = slow_reply(40, Duration::from_millis(25)).await;
     let stopping = app.spawn_beside(|_| {}).await;
-    let user = app.new_user().await.id;
-    let session_id = new_session(&app, &user).await;
     let mut client = Client::connect_to(stopping.ws_addr, &user).await;
 
-    client.ask(&session_id, "Tell me everything", json!({})).await;
-    while client.next().await["type"] != "message" {}
+    client.ask_long_question(&session_id).await;
     drop(stopping);
 
     let mut streamed = String::new();
@@ -741,21 +770,16 @@ async fn a_stopping_service_saves_the_reply_it_cuts_short_and_says_goodbye() {
 
 #[tokio::test]
 async fn a_burst_into_a_busy_session_is_refused_and_counts_against_the_rate() {
-    let model = FakeOpenAi::start().await;
-    let long = "First sentence arrives. ".repeat(10);
-    model.push(Reply::text(long).chunk_delay(Duration::from_millis(25)));
-    let app = app_with_model(&model, None).await;
-    let user = app.new_user().await.id;
-    let session_id = new_session(&app, &user).await;
+    let SlowReply {
+        app,
+        user,
+        session_id,
+        answer: _,
+        _model,
+    } = slow_reply(10, Duration::from_millis(25)).await;
     let mut client = Client::connect(&app, &user).await;
 
-    client.ask(&session_id, "Tell me everything", json!({})).await;
-    loop {
-        let message = client.next().await;
-        if message["type"] == "message" {
-            break;
-        }
-    }
+    client.ask_long_question(&session_id).await;
     // Five more while the first is answered: the bucket (5 a minute) has four tokens left.
     for _ in 0..5 {
         client.ask(&session_id, "And now?", json!({})).await;

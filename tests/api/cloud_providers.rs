@@ -846,15 +846,10 @@ async fn cloud_c_read_only_credentials_are_checked_on_connect_and_status_checks_
         .add_service_principal(TENANT_ID, CLOUD_C_CLIENT_ID, "rotated-secret");
     let (status, body) = call(&app, &user, Method::GET, "/cloud_c/status", None).await;
     assert_eq!((status, &body["connected"]), (StatusCode::OK, &json!(false)), "{body}");
-    let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
-    let cloud_c: Vec<&Value> = connections
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|connection| connection["provider"] == "cloud_c")
-        .collect();
-    assert_eq!(cloud_c.len(), 1, "{connections}");
-    assert_eq!(cloud_c[0]["status"], "error", "{connections}");
+    // The user's one connection, the cloud_c one.
+    let statuses = account_statuses(&app, &user).await;
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(statuses[0].1, "error", "{statuses:?}");
 }
 
 pub fn cloud_d_connect() -> Value {
@@ -1035,15 +1030,10 @@ async fn cloud_e_status_checks_the_credentials_live() {
     fakes.cloud_e.revoke_client();
     let (status, body) = call(&app, &user, Method::GET, "/cloud_e_api/cloud_e/status", None).await;
     assert_eq!((status, &body["connected"]), (StatusCode::OK, &json!(false)), "{body}");
-    let (_, connections) = call(&app, &user, Method::GET, "/api/user_connections", None).await;
-    let cloud_e: Vec<&Value> = connections
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|connection| connection["provider"] == "cloud_e")
-        .collect();
-    assert_eq!(cloud_e.len(), 1, "{connections}");
-    assert_eq!(cloud_e[0]["status"], "error", "{connections}");
+    // The user's one connection, the cloud_e one.
+    let statuses = account_statuses(&app, &user).await;
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(statuses[0].1, "error", "{statuses:?}");
 }
 
 #[tokio::test]

@@ -26,6 +26,12 @@ async fn analysed_incident(app: &TestApp, user: &str) -> Value {
     .await
 }
 
+/// The service with `model` as its language model.
+async fn app_with_model(model: &FakeOpenAi) -> TestApp {
+    let base_url = model.base_url().to_owned();
+    spawn_app_with(move |config| config.llm_base_url = Some(base_url)).await
+}
+
 #[tokio::test]
 async fn a_configured_model_writes_the_summary_and_its_usage_is_recorded() {
     let model = FakeOpenAi::start().await;
@@ -76,8 +82,7 @@ async fn when_the_model_fails_the_built_in_summary_stands_and_the_failure_is_rec
     for _ in 0..3 {
         model.push(Reply::status(500));
     }
-    let base_url = model.base_url().to_owned();
-    let app = spawn_app_with(move |config| config.llm_base_url = Some(base_url)).await;
+    let app = app_with_model(&model).await;
     let user = app.new_user().await.id;
 
     let incident = analysed_incident(&app, &user).await;
@@ -99,8 +104,7 @@ async fn a_stream_without_a_usage_report_is_recorded_with_estimated_tokens() {
         json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "stop" }] }).to_string(),
         "[DONE]".to_owned(),
     ]));
-    let base_url = model.base_url().to_owned();
-    let app = spawn_app_with(move |config| config.llm_base_url = Some(base_url)).await;
+    let app = app_with_model(&model).await;
     let user = app.new_user().await.id;
 
     let incident = analysed_incident(&app, &user).await;
@@ -123,8 +127,7 @@ async fn the_last_round_offers_no_tools_so_the_model_writes_its_summary() {
     }
     let answer = "Three searches [1][2][3] found no earlier checkout incident.";
     model.push(Reply::text(answer));
-    let base_url = model.base_url().to_owned();
-    let app = spawn_app_with(move |config| config.llm_base_url = Some(base_url)).await;
+    let app = app_with_model(&model).await;
     let user = app.new_user().await.id;
 
     let incident = analysed_incident(&app, &user).await;
@@ -143,8 +146,7 @@ async fn the_model_checks_facts_with_tools_and_its_summary_cites_them() {
     model.push(Reply::tool_call("search_incidents", json!({ "query": "checkout" })));
     let answer = "The checkout-api pool is exhausted [1]; no earlier incident matches.";
     model.push(Reply::text(answer));
-    let base_url = model.base_url().to_owned();
-    let app = spawn_app_with(move |config| config.llm_base_url = Some(base_url)).await;
+    let app = app_with_model(&model).await;
     let user = app.new_user().await.id;
 
     let incident = analysed_incident(&app, &user).await;
