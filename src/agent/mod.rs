@@ -56,6 +56,13 @@ pub enum Ending {
     Failed,
 }
 
+/// The refusal of a query naming a session the user may not use: its text and code.
+pub const SESSION_NOT_FOUND: (&str, &str) = (
+    "chat session not found: this session_id is taken by a session you cannot use (another user's, or a \
+     deleted one); ask with a new session_id",
+    "SESSION_NOT_FOUND",
+);
+
 /// Answers `query` in the user's session `session_id` (created when the id is unused, refused when
 /// the session is not theirs), about `incident_id` when given. Sends everything through `outbox`
 /// and always ends with one `status END`.
@@ -85,13 +92,7 @@ pub async fn answer(
     };
     let earlier = match open_session(&state, &query, session_id, incident_id).await {
         Ok(Some(messages)) => messages,
-        Ok(None) => {
-            return refuse(
-                "chat session not found: this session_id is taken by a session you cannot use (another \
-                 user's, or a deleted one); ask with a new session_id",
-                Some("SESSION_NOT_FOUND"),
-            )
-        }
+        Ok(None) => return refuse(SESSION_NOT_FOUND.0, Some(SESSION_NOT_FOUND.1)),
         Err(error) => {
             tracing::error!(error = %format!("{error:#}"), session = %sid, "chat session lookup failed");
             return refuse("the session could not be read; try again", None);

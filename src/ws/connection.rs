@@ -212,12 +212,7 @@ impl Connection {
         match self.admit(user_id, &query, &sid) {
             Ok(session_id) => match self.state.reply_turns.try_take(session_id) {
                 Some(turn) => self.start_reply(session_id, query, turn),
-                // Another socket's reply (or an incident-chat job's): this query has its own END.
-                None => self.outbox.refuse(
-                    &sid,
-                    "a reply is still being written in this session from elsewhere; wait for it or cancel it there",
-                    Some(BUSY),
-                ),
+                None => self.refuse_busy_elsewhere(user_id, session_id, sid),
             },
             // The running reply's END is still to come: a second END now would tell the client
             // that reply is over.
@@ -227,6 +222,27 @@ impl Connection {
             }
             Err(Refusal { text, code }) => self.outbox.refuse(&sid, text, Some(code)),
         }
+    }
+
+    /// Refuses a query into a session that another socket (or an incident-chat job) is
+    /// answering in: this query has its own END. A session the user may not use is refused as
+    /// not found, as when no reply is running: that one is, is not the stranger's to know.
+    fn refuse_busy_elsewhere(&self, user_id: &str, session_id: Uuid, sid: String) {
+        let (db, outbox, user_id) = (self.state.db.clone(), self.outbox.clone(), user_id.to_owned());
+        tokio::spawn(async move {
+            match vigil_projections::chat_sessions::taken_by_another(&db, &user_id, session_id).await {
+                Ok(true) => outbox.refuse(&sid, agent::SESSION_NOT_FOUND.0, Some(agent::SESSION_NOT_FOUND.1)),
+                Ok(false) => outbox.refuse(
+                    &sid,
+                    "a reply is still being written in this session from elsewhere; wait for it or cancel it there",
+                    Some(BUSY),
+                ),
+                Err(error) => {
+                    tracing::error!(%error, session = %sid, "chat session lookup failed");
+                    outbox.refuse(&sid, "the session could not be read; try again", None)
+                }
+            }
+        });
     }
 
     /// The checks a query must pass before any work is done for it. Every query of the client

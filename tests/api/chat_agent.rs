@@ -664,6 +664,32 @@ async fn a_second_socket_cannot_start_a_reply_in_a_session_that_is_answering() {
     assert_eq!(texts, ["Tell me everything", long.as_str()], "{stored}");
 }
 
+/// A stranger naming a session that is answering learns no more than when it is idle: the
+/// session is not found, not busy.
+#[tokio::test]
+async fn another_users_query_into_a_session_that_is_answering_finds_no_session() {
+    let SlowReply {
+        app,
+        user,
+        session_id,
+        _model,
+        ..
+    } = slow_reply(10, Duration::from_millis(25)).await;
+    let stranger = app.new_user().await.id;
+    let mut owner = Client::connect(&app, &user).await;
+    let mut other = Client::connect(&app, &stranger).await;
+
+    owner.ask_long_question(&session_id).await;
+    other.ask(&session_id, "What are you saying?", json!({})).await;
+    let refusal = other.refused(&session_id).await;
+    assert_eq!(refusal["data"]["code"], "SESSION_NOT_FOUND", "{refusal}");
+    let heard = owner.until_end().await;
+    assert!(
+        heard.iter().all(|message| message["type"] != "error"),
+        "the owner hears nothing of it: {heard:?}"
+    );
+}
+
 #[tokio::test]
 async fn malformed_and_mismatched_queries_count_against_the_rate() {
     let app = spawn_app().await;

@@ -178,6 +178,15 @@ pub async fn find_active(db: &PgPool, user_id: &str, id: Uuid) -> sqlx::Result<O
     .await
 }
 
+/// Whether the id is taken by a session the user may not use: another user's, or a deleted one.
+pub async fn taken_by_another(db: &PgPool, user_id: &str, id: Uuid) -> sqlx::Result<bool> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM chat_sessions WHERE id = $1 AND (user_id <> $2 OR NOT is_active))")
+        .bind(id)
+        .bind(user_id)
+        .fetch_one(db)
+        .await
+}
+
 /// The user's active sessions about one incident, oldest first.
 pub async fn active_for_incident(db: &PgPool, user_id: &str, incident_id: Uuid) -> sqlx::Result<Vec<ChatSessionRow>> {
     sqlx::query_as(&format!(
