@@ -19,7 +19,7 @@ use std::{
 };
 
 use axum::{
-    extract::{ConnectInfo, Request, State},
+    extract::{ConnectInfo, FromRequestParts, Request, State},
     http::{HeaderMap, HeaderValue, Method},
     middleware::Next,
     response::{IntoResponse, Response},
@@ -28,11 +28,11 @@ use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    auth::{claimed_user_id, session_token, Identity},
+    auth::Identity,
     cache::{Cache, RedisHandle},
     config::Config,
     error::AppError,
-    ingest::{parsers::Source, tokens::presented_token},
+    ingest::{parsers::Source, tokens::TokenOwner},
     state::AppState,
 };
 
@@ -215,39 +215,24 @@ impl RateLimiter {
     }
 }
 
-/// Who a request is counted against: the user (claimed by `X-User-ID`, or the login session's),
-/// else the ingestion token; `None` when the request carries none of them. A session is looked up
-/// here (and the identity kept for the handler), so that one user's sessions and headers spend
-/// one budget.
-async fn identified_caller_key(request: Request, state: &AppState) -> (Request, Option<String>) {
-    let user_key = |user_id: &str| format!("user:{}", hex::encode(Sha256::digest(user_id.as_bytes())));
-    let headers = request.headers();
-    if let Some(user_id) = claimed_user_id(headers) {
-        return (request, Some(user_key(&user_id)));
-    }
-    if let Some(token) = presented_token(headers, request.uri()) {
-        return (
-            request,
-            Some(format!("token:{}", hex::encode(Sha256::digest(token.as_bytes())))),
-        );
-    }
-    let Some(token) = session_token(headers) else {
-        return (request, None);
-    };
+/// Who a request is counted against: the verified user (the `X-User-ID` the auth mode honours,
+/// or the login session's), or on an ingestion path the owner of a live ingestion token; `None`
+/// for anything else, which is counted per client address. An unverified claim, an unknown token
+/// or a stale cookie must neither open a budget of its own (a fresh value per request would
+/// dodge the address's budget: password guessing unthrottled) nor spend a real user's (anyone
+/// could lock them out). What is resolved here is kept for the handler, which so does not look
+/// a session or a token up again.
+async fn identified_caller_key(request: Request, state: &AppState, scope: Scope) -> (Request, Option<String>) {
     let (mut parts, body) = request.into_parts();
-    let key = match Identity::resolve(&parts, state).await {
-        Ok(identity) => {
-            let key = match &identity {
-                Identity::User(user_id) => user_key(user_id),
-                _ => format!("session:{}", hex::encode(Sha256::digest(token.as_bytes()))),
-            };
-            parts.extensions.insert(identity);
-            key
-        }
+    let user_id = match Identity::from_request_parts(&mut parts, state).await {
+        Ok(Identity::User(user_id)) => Some(user_id),
         // The handler meets the same failure and answers for it.
-        Err(_) => format!("session:{}", hex::encode(Sha256::digest(token.as_bytes()))),
+        Err(_) => None,
+        Ok(_) if matches!(scope, Scope::Ingest(_)) => TokenOwner::resolve(&mut parts, state).await.ok().flatten(),
+        Ok(_) => None,
     };
-    (Request::from_parts(parts, body), Some(key))
+    let key = user_id.map(|user_id| format!("user:{}", hex::encode(Sha256::digest(user_id.as_bytes()))));
+    (Request::from_parts(parts, body), key)
 }
 
 fn client_address_key(request: &Request) -> String {
@@ -261,7 +246,7 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
     let Some(scope) = Scope::of(request.method(), request.uri().path()) else {
         return next.run(request).await;
     };
-    let (request, caller) = identified_caller_key(request, &state).await;
+    let (request, caller) = identified_caller_key(request, &state, scope).await;
     let (scope, caller) = match caller {
         Some(caller) => (scope, caller),
         None => (Scope::Anonymous, client_address_key(&request)),

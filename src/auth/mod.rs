@@ -33,6 +33,14 @@ pub enum Identity {
 
 impl Identity {
     pub async fn resolve(parts: &Parts, state: &AppState) -> Result<Self, AppError> {
+        // A gateway that appends its header instead of replacing the client's would otherwise let
+        // whichever came first through.
+        if parts.headers.get_all(USER_ID_HEADER).iter().nth(1).is_some() {
+            return Err(AppError::bad_request(
+                "invalid_request",
+                "X-User-ID is sent more than once; send it once",
+            ));
+        }
         let session_user = match session_token(&parts.headers) {
             Some(token) => state.login_sessions.user_of(&token).await?,
             None => None,

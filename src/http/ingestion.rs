@@ -56,10 +56,10 @@ impl FromRequestParts<AppState> for IngestionCaller {
         if let Identity::User(user_id) = Identity::from_request_parts(parts, state).await? {
             return Ok(Self { user_id });
         }
-        if let Some(token) = tokens::presented_token(&parts.headers, &parts.uri) {
-            if let Some(user_id) = tokens::owner_of(&state.db, &token).await? {
-                return Ok(Self { user_id });
-            }
+        if let Some(user_id) = tokens::TokenOwner::resolve(parts, state).await? {
+            return Ok(Self { user_id });
+        }
+        if tokens::presented_token(&parts.headers, &parts.uri).is_some() {
             return Err(AppError::Unauthorized("unknown or revoked ingestion token".into()));
         }
         Err(AppError::Unauthorized(

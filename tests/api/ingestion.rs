@@ -699,3 +699,49 @@ async fn a_deployment_resolves_only_an_earlier_failure_and_a_running_one_reports
         .count();
     assert_eq!(resolutions, 1, "{events}");
 }
+
+/// The ingestion budget is the user's, per source: tokens and the user's own header spend one.
+#[tokio::test]
+async fn a_users_ingestion_tokens_and_header_spend_one_budget() {
+    let app = spawn_app_with(|config| config.ingest_rate_limit_per_minute = 3).await;
+    let user = app.new_user().await.id;
+    let mut tokens = Vec::new();
+    for name in ["first tool", "second tool"] {
+        let created: Value = app
+            .send_as(
+                &user,
+                Method::POST,
+                "/api/ingestion-tokens",
+                Some(&json!({ "name": name })),
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        tokens.push(created["token"].as_str().unwrap().to_owned());
+    }
+    let body = fixture("source_e", "firing");
+    let with_token = |token: &str| {
+        app.client
+            .post(app.url("/api/source_e/alerts"))
+            .bearer_auth(token)
+            .json(&body)
+    };
+    let requests = [
+        with_token(&tokens[0]),
+        with_token(&tokens[1]),
+        app.client
+            .post(app.url("/api/source_e/alerts"))
+            .header("X-User-ID", &user)
+            .json(&body),
+    ];
+    for (spent, request) in requests.into_iter().enumerate() {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 202, "request {spent}");
+        assert_eq!(
+            response.headers()["x-ratelimit-remaining"],
+            (2 - spent).to_string().as_str()
+        );
+    }
+    assert_error(with_token(&tokens[1]).send().await.unwrap(), 429, "rate_limited").await;
+}

@@ -211,3 +211,68 @@ async fn a_users_sessions_and_header_spend_one_budget() {
         assert_error(request.send().await.unwrap(), 429, "rate_limited").await;
     }
 }
+
+/// Credentials that identify no one (a made-up bearer token or cookie, an unverified
+/// `X-User-ID` in strict mode) are counted against the client's address, like no credentials at
+/// all: a fresh made-up value per request must not open a fresh budget (password guessing would
+/// go unthrottled).
+#[tokio::test]
+async fn credentials_that_identify_no_one_spend_the_address_budget() {
+    let app = spawn_app_with(|config| {
+        config.auth_mode = vigil::config::AuthMode::Strict;
+        config.anonymous_rate_limit_per_minute = 3;
+    })
+    .await;
+    let user = app.new_user().await;
+    let guess = |n: usize| serde_json::json!({ "email": user.email, "password": format!("guess number {n}") });
+    let client = reqwest::Client::new();
+    let login = || client.post(app.url("/api/auth/login"));
+    // Registering the user spent one of the address's three.
+    for n in 0..2 {
+        assert_eq!(login().json(&guess(n)).send().await.unwrap().status(), 401);
+    }
+    let made_up = [
+        login().bearer_auth(format!("vgi_{}", uuid::Uuid::new_v4().simple())),
+        login().header("Cookie", format!("vigil_session={}", uuid::Uuid::new_v4().simple())),
+        login().header("X-User-ID", uuid::Uuid::new_v4().to_string()),
+        login().header("X-User-ID", &user.id),
+    ];
+    for (n, request) in made_up.into_iter().enumerate() {
+        let refused = request.json(&guess(n + 2)).send().await.unwrap();
+        assert_eq!(header(&refused, "x-ratelimit-limit"), 3, "request {n}");
+        assert_error(refused, 429, "rate_limited").await;
+    }
+}
+
+/// In strict mode an `X-User-ID` the gateway did not sign is not the user: it must not spend the
+/// user's budget, or anyone could lock them out without credentials.
+#[tokio::test]
+async fn an_unverified_user_id_does_not_spend_that_users_budget() {
+    let app = spawn_app_with(|config| {
+        config.auth_mode = vigil::config::AuthMode::Strict;
+        config.gateway_signing_secret = Some(vigil::config::Secret::new("gateway-secret"));
+        config.rate_limit_per_minute = 2;
+    })
+    .await;
+    let user = app.new_user().await;
+    let connections = || {
+        app.client
+            .get(app.url("/api/user_connections"))
+            .header("X-User-ID", &user.id)
+    };
+    for _ in 0..4 {
+        assert_error(connections().send().await.unwrap(), 401, "unauthorized").await;
+    }
+    let signature = vigil::auth::gateway::sign("gateway-secret", &user.id, chrono::Utc::now().timestamp());
+    let signed = connections()
+        .header("X-User-Signature", signature)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed.status(), 200);
+    assert_eq!(
+        header(&signed, "x-ratelimit-remaining"),
+        1,
+        "the first request of the user's own budget"
+    );
+}

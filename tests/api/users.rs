@@ -350,3 +350,22 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
         self.clone()
     }
 }
+
+/// Two `X-User-ID` headers name no one in particular (a gateway appending its own after the
+/// client's would otherwise let the client's through): refused, whichever comes first.
+#[tokio::test]
+async fn an_identity_sent_twice_is_refused() {
+    let app = spawn_app().await;
+    let (first, second) = (app.new_user().await.id, app.new_user().await.id);
+    for path in ["/api/incidents", "/api/user_connections", "/chat_api/sessions"] {
+        let response = app
+            .client
+            .get(app.url(path))
+            .header("X-User-ID", &first)
+            .header("X-User-ID", &second)
+            .send()
+            .await
+            .unwrap();
+        assert_error(response, 400, "invalid_request").await;
+    }
+}
