@@ -226,7 +226,8 @@ impl Connection {
 
     /// Refuses a query into a session that another socket (or an incident-chat job) is
     /// answering in: this query has its own END. A session the user may not use is refused as
-    /// not found, as when no reply is running: that one is, is not the stranger's to know.
+    /// not found, as when no reply runs: whether a stranger's session is answering is not theirs
+    /// to know.
     fn refuse_busy_elsewhere(&self, user_id: &str, session_id: Uuid, sid: String) {
         let (db, outbox, user_id) = (self.state.db.clone(), self.outbox.clone(), user_id.to_owned());
         tokio::spawn(async move {
