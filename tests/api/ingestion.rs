@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_error, spawn_app, spawn_app_with, TestApp};
+use crate::helpers::{assert_error, spawn_app, spawn_app_with, spawn_app_without_workers, TestApp};
 
 pub const SOURCES: [(&str, &str); 9] = [
     ("source_a", "/api/source_a/alerts"),
@@ -744,4 +744,22 @@ async fn a_users_ingestion_tokens_and_header_spend_one_budget() {
         );
     }
     assert_error(with_token(&tokens[1]).send().await.unwrap(), 429, "rate_limited").await;
+}
+
+/// A paging tool's subscription ping and a note added to an incident are not alerts: accepted
+/// (a refusal would make the sender retry or disable the subscription), and nothing is opened.
+#[tokio::test]
+async fn notifications_that_are_not_about_an_alert_are_accepted_and_open_nothing() {
+    let app = spawn_app_without_workers().await;
+    let user = app.new_user().await.id;
+    let ping = json!({"event": {"id": "01BZ", "event_type": "pagey.ping", "resource_type": "pagey",
+        "occurred_at": "2026-11-20T09:00:00Z", "data": {"message": "Hello from your friend Pagey!", "type": "ping"}}});
+    let note = json!({"event": {"event_type": "incident.annotated", "resource_type": "incident",
+        "data": {"incident": {"id": "Q2T8NZK4LX7W1R", "type": "incident_reference"}, "id": "P8VSMS9",
+                 "content": "Looking into it", "type": "incident_note"}}});
+    for body in [ping, note] {
+        let accepted = post_alert(&app, &user, "/api/source_b/webhook", &body).await;
+        assert_eq!(accepted["alerts"], json!([]), "{body}");
+    }
+    assert!(incidents_of(&app, &user).await.is_empty());
 }

@@ -214,8 +214,8 @@ fn quoted_list(fields: &[String]) -> String {
 pub fn parse(source: Source, payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<NormalizedAlert>, ParseError> {
     match source {
         Source::SourceA => source_a::parse(payload, received_at),
-        Source::SourceB => source_b::parse(payload, received_at).map(|alert| vec![alert]),
-        Source::SourceC => source_c::parse(payload, received_at).map(|alert| vec![alert]),
+        Source::SourceB => source_b::parse(payload, received_at).map(Vec::from_iter),
+        Source::SourceC => source_c::parse(payload, received_at).map(Vec::from_iter),
         Source::SourceD => source_d::parse(payload, received_at).map(|alert| vec![alert]),
         Source::SourceE => source_e::parse(payload, received_at).map(|alert| vec![alert]),
         Source::SourceF => source_f::parse(payload, received_at).map(Vec::from_iter),

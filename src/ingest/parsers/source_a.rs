@@ -29,6 +29,21 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<N
         .collect()
 }
 
+/// For an alert without `fingerprint` (Alertmanager before 0.19, hand-built senders): a digest of
+/// its labels, which is what identifies an alert to Alertmanager (its fingerprint is a hash of
+/// them), so a later notification of the same alert, its recovery included, has the same key.
+/// `None` when it has no labels either.
+fn labels_fingerprint(labels: Option<&Value>) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let labels = labels?.as_object().filter(|labels| !labels.is_empty())?;
+    let sorted: std::collections::BTreeMap<&String, &Value> = labels.iter().collect();
+    let canonical = serde_json::to_string(&sorted).ok()?;
+    Some(format!(
+        "labels:{}",
+        &hex::encode(Sha256::digest(canonical.as_bytes()))[..16]
+    ))
+}
+
 /// The notification as if it had carried only `element`: the spec's raw payload is "the complete
 /// original alert payload", and a copy of every alert with each of a group's alerts would grow
 /// with the square of the group.
@@ -46,8 +61,14 @@ fn parse_alert(
     raw: Value,
     received_at: DateTime<Utc>,
 ) -> Result<NormalizedAlert, ParseError> {
-    let key = alert.require_id("fingerprint")?;
     let labels = alert.object_or_empty("labels")?;
+    let key = match alert.get("fingerprint").filter(|fingerprint| !fingerprint.is_null()) {
+        Some(_) => alert.require_id("fingerprint")?,
+        None => match labels_fingerprint(alert.get("labels")) {
+            Some(key) => key,
+            None => alert.require_id("fingerprint")?,
+        },
+    };
     let summary = alert
         .object_or_empty("annotations")?
         .first_text(&["summary", "description"])?;
@@ -98,6 +119,33 @@ mod tests {
     use super::super::{parse, ParseError, Source};
 
     const SOURCE: Source = Source::SourceA;
+
+    #[test]
+    fn an_alert_without_a_fingerprint_is_keyed_by_its_labels() {
+        let firing = json!({"alerts": [{"status": "firing", "labels": {"alertname": "HighCPU", "job": "node"},
+            "startsAt": "2026-11-20T10:00:00Z"}]});
+        let resolved = json!({"alerts": [{"status": "resolved", "labels": {"job": "node", "alertname": "HighCPU"},
+            "startsAt": "2026-11-20T10:00:00Z", "endsAt": "2026-11-20T10:30:00Z"}]});
+        let other = json!({"alerts": [{"status": "firing", "labels": {"alertname": "HighCPU", "job": "db"}}]});
+        let (firing, resolved, other) = (
+            parse_one(SOURCE, &firing),
+            parse_one(SOURCE, &resolved),
+            parse_one(SOURCE, &other),
+        );
+        assert!(firing.key.starts_with("labels:"), "{}", firing.key);
+        assert_eq!(
+            resolved.key, firing.key,
+            "the same labels, in any order, are the same alert"
+        );
+        assert!(resolved.resolved);
+        assert_ne!(other.key, firing.key);
+        assert_eq!(firing.service.as_deref(), Some("node"));
+        assert_error(
+            SOURCE,
+            &json!({"alerts": [{"status": "firing", "startsAt": "2026-11-20T10:00:00Z"}]}),
+            "missing field `alerts[0].fingerprint`",
+        );
+    }
 
     #[test]
     fn firing_alert() {
@@ -243,6 +291,7 @@ mod tests {
     #[test]
     fn rejects_alerts_without_a_usable_fingerprint() {
         let payload = without(fixture(SOURCE, Fixture::Firing), "/alerts/0/fingerprint");
+        let payload = without(payload, "/alerts/0/labels");
         assert_error(SOURCE, &payload, "missing field `alerts[0].fingerprint`");
         let payload = with(fixture(SOURCE, Fixture::Firing), "/alerts/0/fingerprint", json!({}));
         assert_eq!(

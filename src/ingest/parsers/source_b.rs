@@ -6,12 +6,26 @@ use serde_json::{Map, Value};
 use super::value::{normalize_severity, present_labels, EpochUnit, Obj};
 use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
-pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
+/// `None` for an event that changes no alert: one about something other than an incident (the
+/// subscription's `pagey.ping`, a service updated), or an incident event whose data is something
+/// attached to the incident rather than the incident itself (a note, a responder, a status update,
+/// custom field values).
+pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Option<NormalizedAlert>, ParseError> {
     let root = Obj::root(payload)?;
     let event = root.require_object("event")?;
-    let incident = event.require_object("data")?;
-    let key = incident.require_id("id")?;
     let event_type = event.text("event_type")?.map(|word| word.to_lowercase());
+    let resource_type = event.text("resource_type")?.map(|word| word.to_lowercase());
+    let about_an_incident = resource_type.as_deref().is_none_or(|resource| resource == "incident")
+        && event_type.as_deref().is_none_or(|kind| kind.starts_with("incident."));
+    if !about_an_incident {
+        return Ok(None);
+    }
+    let incident = event.require_object("data")?;
+    let data_type = incident.text("type")?.map(|word| word.to_lowercase());
+    if data_type.as_deref().is_some_and(|kind| kind != "incident") {
+        return Ok(None);
+    }
+    let key = incident.require_id("id")?;
     let status = incident.text("status")?.map(|word| word.to_lowercase());
     let resolved = event_type.as_deref() == Some("incident.resolved") || status.as_deref() == Some("resolved");
     let title = match incident.first_text(&["title", "summary"])? {
@@ -19,7 +33,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         None => untitled(&incident, &key)?,
     };
 
-    Ok(NormalizedAlert {
+    Ok(Some(NormalizedAlert {
         source: Source::SourceB,
         kind: AlertKind::Alert,
         group_key: key.clone(),
@@ -41,7 +55,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         rule_name: None,
         labels: labels(&incident)?,
         raw: payload.clone(),
-    })
+    }))
 }
 
 fn untitled(incident: &Obj<'_>, key: &str) -> Result<String, ParseError> {
@@ -118,6 +132,31 @@ mod tests {
         assert_eq!(alert.labels.get("teams"), Some(&json!("Payments")));
         assert_eq!(alert.labels.get("incident_number"), Some(&json!("4817")));
         assert_eq!(alert.raw, fixture(SOURCE, Fixture::Firing));
+    }
+
+    #[test]
+    fn events_that_change_no_alert_report_none() {
+        let ping = json!({"event": {"id": "01BZ", "event_type": "pagey.ping", "resource_type": "pagey",
+            "occurred_at": "2026-11-20T09:00:00Z", "agent": null, "client": null,
+            "data": {"message": "Hello from your friend Pagey!", "type": "ping"}}});
+        let service_updated = json!({"event": {"event_type": "service.updated", "resource_type": "service",
+            "data": {"id": "PSV7Q2K", "type": "service", "summary": "payments-api"}}});
+        let annotated = json!({"event": {"event_type": "incident.annotated", "resource_type": "incident",
+            "data": {"incident": {"id": "Q2T8NZK4LX7W1R", "type": "incident_reference"}, "id": "P8VSMS9",
+                     "content": "Looking into it", "type": "incident_note"}}});
+        let responder_added = json!({"event": {"event_type": "incident.responder.added", "resource_type": "incident",
+            "data": {"incident": {"id": "Q2T8NZK4LX7W1R", "type": "incident_reference"},
+                     "user": {"id": "PUSER01", "type": "user_reference"}, "type": "incident_responder"}}});
+        for payload in [ping, service_updated, annotated, responder_added] {
+            let alerts = super::super::parse(SOURCE, &payload, received_at()).expect("accepted");
+            assert!(alerts.is_empty(), "{payload}: {alerts:?}");
+        }
+        let acknowledged = with(
+            fixture(SOURCE, Fixture::Firing),
+            "/event/event_type",
+            json!("incident.acknowledged"),
+        );
+        assert_eq!(parse_one(SOURCE, &acknowledged).key, "Q2T8NZK4LX7W1R");
     }
 
     #[test]

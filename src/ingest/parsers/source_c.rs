@@ -34,7 +34,9 @@ impl Alarm {
     }
 }
 
-pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
+/// `None` for an alarm whose state says nothing (`UNDEFINED`, `UNINITIALIZED`: the agent cannot
+/// evaluate it yet). `REMOVED` (the alarm or its chart went away) ends it, as `CLEAR` does.
+pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Option<NormalizedAlert>, ParseError> {
     let root = Obj::root(payload)?;
     let alarm = match root.object("alert")? {
         Some(alert) => nested_alarm(&root, &alert)?,
@@ -46,8 +48,11 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         .status
         .as_deref()
         .map_or_else(|| "unknown".to_owned(), str::to_lowercase);
+    if matches!(state.as_str(), "undefined" | "uninitialized") {
+        return Ok(None);
+    }
 
-    Ok(NormalizedAlert {
+    Ok(Some(NormalizedAlert {
         source: Source::SourceC,
         kind: AlertKind::Alert,
         group_key: key.clone(),
@@ -58,7 +63,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         environment: None,
         severity: alarm.status.as_deref().and_then(normalize_severity),
         fired_at: root.time("when", EpochUnit::Seconds)?.unwrap_or(received_at),
-        resolved: state == "clear",
+        resolved: matches!(state.as_str(), "clear" | "removed"),
         state,
         source_url: root.text("alert_url")?,
         dashboard_url: None,
@@ -66,7 +71,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         rule_name: Some(alarm.name),
         labels: alarm.labels,
         raw: payload.clone(),
-    })
+    }))
 }
 
 /// v1: `name`/`alarm`, `chart`, `status`, `host`, `node_id`, `info`, `message` at the top level.
@@ -217,6 +222,22 @@ mod tests {
         assert_eq!(resolved.state, "clear");
         assert_eq!(resolved.severity.as_deref(), Some("clear"));
         assert_eq!(resolved.fired_at, utc("2026-11-20T04:26:50Z"));
+    }
+
+    #[test]
+    fn a_removed_alarm_ends_and_an_undefined_one_reports_nothing() {
+        let removed = with(fixture(SOURCE, Fixture::Resolved), "/status", json!("REMOVED"));
+        let removed = parse_one(SOURCE, &removed);
+        assert!(removed.resolved);
+        assert_eq!(removed.key, parse_fixture(SOURCE, Fixture::Firing).key);
+        for status in ["UNDEFINED", "uninitialized"] {
+            let payload = with(fixture(SOURCE, Fixture::Firing), "/status", json!(status));
+            assert_eq!(
+                super::super::parse(SOURCE, &payload, received_at()).unwrap(),
+                vec![],
+                "{status}"
+            );
+        }
     }
 
     #[test]

@@ -67,6 +67,10 @@ fn level_of_word(word: &str) -> Option<u8> {
         "error" => Some(4),
         "severe" => Some(5),
         "fatal" | "critical" => Some(6),
+        // The words the product's own alert settings show for 3, 4 and 5.
+        "low" => Some(3),
+        "medium" => Some(4),
+        "high" => Some(5),
         _ => None,
     }
 }
@@ -153,6 +157,9 @@ mod tests {
             (json!("Severe"), "critical"),
             (json!("fatal"), "critical"),
             (json!(6), "critical"),
+            (json!("high"), "critical"),
+            (json!("Medium"), "critical"),
+            (json!("low"), "warning"),
             (json!(9), "9"),
             (json!("page"), "page"),
         ] {

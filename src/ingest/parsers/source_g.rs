@@ -158,7 +158,16 @@ mod tests {
 
     #[test]
     fn a_run_still_in_progress_reports_nothing() {
-        for status in ["RUNNING", "started", "In_Progress", "queued"] {
+        for status in [
+            "RUNNING",
+            "started",
+            "In_Progress",
+            "queued",
+            "NOT_STARTED",
+            "PAUSED",
+            "APPROVAL_WAITING",
+            "SKIPPED",
+        ] {
             let payload = with(fixture(SOURCE, Fixture::Firing), "/pipeline/status", json!(status));
             let payload = without(payload, "/finished_at");
             assert_eq!(
@@ -177,6 +186,23 @@ mod tests {
         assert_eq!(alert.key, "9001");
         assert_eq!(alert.severity.as_deref(), Some("warning"));
         assert_eq!(alert.title, "orders-api-deploy-production aborted");
+    }
+
+    #[test]
+    fn failure_words_of_other_products_are_failures() {
+        for (status, expected) in [
+            ("TERMINAL", "critical"),
+            ("TIMED_OUT", "critical"),
+            ("EXPIRED", "critical"),
+            ("Error", "critical"),
+            ("REJECTED", "warning"),
+            ("STOPPED", "warning"),
+        ] {
+            let payload = with(fixture(SOURCE, Fixture::Firing), "/pipeline/status", json!(status));
+            let alert = parse_one(SOURCE, &payload);
+            assert_eq!(alert.severity.as_deref(), Some(expected), "{status}");
+            assert!(!alert.resolved, "{status}");
+        }
     }
 
     #[test]

@@ -60,7 +60,7 @@ fn impacted_service(root: &Obj<'_>) -> Result<Option<String>, ParseError> {
 fn severity_of(problem_severity: &str) -> Option<String> {
     let normalized = match problem_severity.trim().to_uppercase().as_str() {
         "AVAILABILITY" | "ERROR" => "critical",
-        "PERFORMANCE" | "RESOURCE_CONTENTION" => "warning",
+        "PERFORMANCE" | "RESOURCE_CONTENTION" | "CUSTOM_ALERT" | "MONITORING_UNAVAILABLE" => "warning",
         _ => return normalize_severity(problem_severity),
     };
     Some(normalized.to_owned())
@@ -167,13 +167,33 @@ mod tests {
     }
 
     #[test]
+    fn every_problem_severity_is_mapped() {
+        for (given, expected) in [
+            ("AVAILABILITY", "critical"),
+            ("ERROR", "critical"),
+            ("PERFORMANCE", "warning"),
+            ("RESOURCE_CONTENTION", "warning"),
+            ("CUSTOM_ALERT", "warning"),
+            ("MONITORING_UNAVAILABLE", "warning"),
+            ("INFO", "info"),
+        ] {
+            let payload = with(fixture(SOURCE, Fixture::Firing), "/ProblemSeverity", json!(given));
+            assert_eq!(
+                parse_one(SOURCE, &payload).severity.as_deref(),
+                Some(expected),
+                "{given}"
+            );
+        }
+    }
+
+    #[test]
     fn missing_optional_fields_fall_back() {
         let alert = parse_one(
             SOURCE,
             &json!({"PID": "p1", "ProblemID": "P-1", "ProblemSeverity": "CUSTOM_ALERT"}),
         );
         assert_eq!(alert.title, "Problem P-1");
-        assert_eq!(alert.severity.as_deref(), Some("custom_alert"));
+        assert_eq!(alert.severity.as_deref(), Some("warning"));
         assert_eq!(alert.fired_at, received_at());
         assert_eq!(alert.state, "open");
         assert_eq!((alert.service, alert.detail, alert.environment), (None, None, None));

@@ -593,8 +593,9 @@ pub(super) fn normalize_severity(raw: &str) -> Option<String> {
 /// Severity of a CI/CD outcome: failed → critical, unstable/aborted → warning, succeeded → info.
 pub(super) fn deployment_severity(outcome: &str) -> Option<String> {
     let normalized = match outcome.trim().to_uppercase().as_str() {
-        "FAILURE" | "FAILED" => "critical",
-        "UNSTABLE" | "ABORTED" | "CANCELED" | "CANCELLED" => "warning",
+        "FAILURE" | "FAILED" | "FAILED_CONTINUE" | "TERMINAL" | "ERROR" | "ERRORED" | "BROKEN" | "TIMED_OUT"
+        | "TIMEDOUT" | "TIMEOUT" | "EXPIRED" => "critical",
+        "UNSTABLE" | "ABORTED" | "CANCELED" | "CANCELLED" | "STOPPED" | "REJECTED" => "warning",
         "SUCCESS" | "SUCCEEDED" => "info",
         _ => return normalize_severity(outcome),
     };
@@ -608,9 +609,19 @@ pub(super) fn is_deployment_success(outcome: &str) -> bool {
         .any(|word| outcome.trim().eq_ignore_ascii_case(word))
 }
 
-/// Whether a CI/CD status word says the deployment has not finished yet (so it reports no outcome).
+/// Whether a CI/CD status word says the deployment has no outcome (yet): it has not finished,
+/// waits (for a slot, an approval), or was skipped. Such a notification reports no alert.
 pub(super) fn is_deployment_in_progress(status: &str) -> bool {
     const IN_PROGRESS: &[&str] = &[
+        "NOT_STARTED",
+        "NOT_BUILT",
+        "SKIPPED",
+        "PAUSED",
+        "SUSPENDED",
+        "APPROVAL_WAITING",
+        "WAITING_FOR_APPROVAL",
+        "AWAITING_APPROVAL",
+        "BUFFERED",
         "STARTED",
         "STARTING",
         "RUNNING",
