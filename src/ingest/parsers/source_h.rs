@@ -9,7 +9,11 @@ use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
-    let key = root.require_id("PID")?;
+    // `PID` is the stable key; a template that leaves it out still names the problem.
+    let key = match root.get("PID").filter(|pid| !pid.is_null()) {
+        None if root.get("ProblemID").is_some_and(|id| !id.is_null()) => root.require_id("ProblemID")?,
+        _ => root.require_id("PID")?,
+    };
     let tags = root.tags("Tags")?;
     let impacted_entity = root.text("ImpactedEntity")?;
     let problem_id = root.text("ProblemID")?;
@@ -164,6 +168,24 @@ mod tests {
         let alert = parse_one(SOURCE, &payload);
         assert_eq!(alert.key, "4711862830151459");
         assert_eq!(alert.fired_at, utc("2026-11-20T07:55:00Z"));
+    }
+
+    #[test]
+    fn tags_with_their_context_and_a_problem_without_pid() {
+        let payload = with(
+            fixture(SOURCE, Fixture::Firing),
+            "/Tags",
+            json!("[Environment]service:search-api, [Kubernetes]env:production"),
+        );
+        let payload = without(payload, "/ImpactedEntities");
+        let payload = without(payload, "/PID");
+        let alert = parse_one(SOURCE, &payload);
+        assert_eq!(alert.service.as_deref(), Some("search-api"));
+        assert_eq!(alert.environment.as_deref(), Some("production"));
+        assert_eq!(
+            alert.key,
+            fixture(SOURCE, Fixture::Firing)["ProblemID"].as_str().unwrap()
+        );
     }
 
     #[test]

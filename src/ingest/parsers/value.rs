@@ -548,6 +548,12 @@ pub(super) fn parse_tag_text(text: &str) -> Vec<Tag> {
 }
 
 fn parse_tag(item: &str) -> Option<Tag> {
+    // An APM's imported tags carry their origin first: `[Kubernetes]app:search-api`.
+    let item = item.trim();
+    let item = match item.strip_prefix('[').and_then(|rest| rest.split_once(']')) {
+        Some((_context, tag)) => tag,
+        None => item,
+    };
     let (key, value) = item.split_once(':').unwrap_or((item, ""));
     let key = key.trim();
     (!key.is_empty()).then(|| Tag {
