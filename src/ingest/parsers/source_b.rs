@@ -22,7 +22,8 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
     }
     let incident = event.require_object("data")?;
     let data_type = incident.text("type")?.map(|word| word.to_lowercase());
-    if data_type.as_deref().is_some_and(|kind| kind != "incident") {
+    let attached = incident.get("id").is_none_or(Value::is_null) && incident.object("incident")?.is_some();
+    if attached || data_type.as_deref().is_some_and(|kind| kind != "incident") {
         return Ok(None);
     }
     let key = incident.require_id("id")?;
@@ -147,7 +148,9 @@ mod tests {
         let responder_added = json!({"event": {"event_type": "incident.responder.added", "resource_type": "incident",
             "data": {"incident": {"id": "Q2T8NZK4LX7W1R", "type": "incident_reference"},
                      "user": {"id": "PUSER01", "type": "user_reference"}, "type": "incident_responder"}}});
-        for payload in [ping, service_updated, annotated, responder_added] {
+        let untyped = json!({"event": {"event_type": "incident.custom_field_values.updated",
+            "data": {"incident": {"id": "Q2T8NZK4LX7W1R"}, "custom_fields": []}}});
+        for payload in [ping, service_updated, annotated, responder_added, untyped] {
             let alerts = super::super::parse(SOURCE, &payload, received_at()).expect("accepted");
             assert!(alerts.is_empty(), "{payload}: {alerts:?}");
         }
