@@ -62,12 +62,9 @@ fn parse_alert(
     received_at: DateTime<Utc>,
 ) -> Result<NormalizedAlert, ParseError> {
     let labels = alert.object_or_empty("labels")?;
-    let key = match alert.get("fingerprint").filter(|fingerprint| !fingerprint.is_null()) {
-        Some(_) => alert.require_id("fingerprint")?,
-        None => match labels_fingerprint(alert.get("labels")) {
-            Some(key) => key,
-            None => alert.require_id("fingerprint")?,
-        },
+    let key = match (alert.get("fingerprint"), labels_fingerprint(alert.get("labels"))) {
+        (None, Some(key)) => key,
+        _ => alert.require_id("fingerprint")?,
     };
     let summary = alert
         .object_or_empty("annotations")?

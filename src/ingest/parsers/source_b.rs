@@ -22,7 +22,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
     }
     let incident = event.require_object("data")?;
     let data_type = incident.text("type")?.map(|word| word.to_lowercase());
-    let attached = incident.get("id").is_none_or(Value::is_null) && incident.object("incident")?.is_some();
+    let attached = incident.get("id").is_none() && incident.object("incident")?.is_some();
     if attached || data_type.as_deref().is_some_and(|kind| kind != "incident") {
         return Ok(None);
     }

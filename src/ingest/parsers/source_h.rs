@@ -10,8 +10,8 @@ use super::{AlertKind, NormalizedAlert, ParseError, Source};
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
     // `PID` is the stable key; a template that leaves it out still names the problem.
-    let key = match root.get("PID").filter(|pid| !pid.is_null()) {
-        None if root.get("ProblemID").is_some_and(|id| !id.is_null()) => root.require_id("ProblemID")?,
+    let key = match root.get("PID") {
+        None if root.get("ProblemID").is_some() => root.require_id("ProblemID")?,
         _ => root.require_id("PID")?,
     };
     let tags = root.tags("Tags")?;
