@@ -110,13 +110,14 @@ impl EventStore {
 }
 
 impl EventStore {
-    /// Truncates and rebuilds read models from the event store: the one named, or all of them.
-    /// Returns each rebuilt projection with the number of events it read.
+    /// Truncates and rebuilds read models from the event store: the one named (with those its
+    /// truncation empties), or all of them. Returns each rebuilt projection with the number of
+    /// events it read.
     pub async fn replay(&self, db: &PgPool, only: Option<&str>) -> anyhow::Result<Vec<(&'static str, u64)>> {
         let chosen: Vec<_> = self
             .consumers
             .iter()
-            .filter(|c| only.is_none_or(|name| c.name() == name))
+            .filter(|c| only.is_none_or(|name| c.name() == name || REBUILT_WITH.contains(&(name, c.name()))))
             .collect();
         if chosen.is_empty() {
             let known: Vec<_> = self.consumers.iter().map(|c| c.name()).collect();
@@ -134,6 +135,10 @@ impl EventStore {
         Ok(rebuilt)
     }
 }
+
+/// (projection, another it empties): the analysis tables refer to incidents, so truncating
+/// `incidents` cascades to them, and `incident_analysis` must be rebuilt after it.
+const REBUILT_WITH: &[(&str, &str)] = &[("incidents", "incident_analysis")];
 
 /// Who caused an event; kept in the event's metadata for auditors.
 #[derive(Clone, Debug, PartialEq, Eq)]
