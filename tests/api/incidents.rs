@@ -486,6 +486,48 @@ async fn replay_rebuilds_a_merge_into_a_later_incident() {
     );
 }
 
+/// A writer whose transaction began before another's append, and appends after it (it waited,
+/// or retried on the conflict), records a later time: `as_of` folds a prefix of the history, so
+/// times must not go back along the sequence.
+#[tokio::test]
+async fn event_times_follow_the_sequence_whenever_their_transactions_began() {
+    let app = spawn_app_without_workers().await;
+    let (user, id) = user_with_incident(&app, "source_d", "/api/source_d/webhook").await;
+    let mut slow_writer = app.db.begin().await.unwrap();
+    sqlx::query("SELECT 1").execute(&mut *slow_writer).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(
+        patch(&app, &user, &id, json!({ "status": "analyzed" })).await.status(),
+        200
+    );
+    // The slow writer appends the next event (a copy of the status change) only now.
+    sqlx::query(
+        "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
+         SELECT aggregate_type, aggregate_id, sequence + 1, event_type, event_version, payload, metadata
+         FROM events WHERE aggregate_type = 'Incident' AND aggregate_id = $1 AND sequence = 2",
+    )
+    .bind(&id)
+    .execute(&mut *slow_writer)
+    .await
+    .unwrap();
+    slow_writer.commit().await.unwrap();
+
+    let history: Value = app
+        .send_as(&user, Method::GET, &format!("/api/incidents/{id}/events"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let times: Vec<chrono::DateTime<chrono::Utc>> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["recorded_at"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(times.len(), 3);
+    assert!(times.is_sorted(), "{times:?}");
+}
+
 #[tokio::test]
 async fn as_of_shows_the_incident_as_it_stood_then() {
     let app = spawn_app_without_workers().await;
