@@ -1,11 +1,10 @@
 //! The cqrs-es frameworks over the PostgreSQL event store, the projections they feed, and the
 //! command retry every write path shares.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{collections::HashMap, hash::BuildHasher, sync::Arc, time::Duration};
 
 use cqrs_es::{Aggregate, AggregateError};
 use postgres_es::PostgresCqrs;
-use rand::Rng;
 use sqlx::PgPool;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +19,9 @@ use vigil_projections::{
 
 /// How often a command is retried after losing an optimistic-concurrency race.
 const MAX_ATTEMPTS: u32 = 8;
+/// Turns commands take in one process (per aggregate store); two aggregates sharing one only
+/// wait for each other.
+const COMMAND_TURNS: usize = 256;
 /// How often tails look for events when no notification came.
 pub const TAIL_POLL: Duration = Duration::from_millis(500);
 /// Tail rounds in flight at once in one process; each holds at most two pooled connections.
@@ -35,6 +37,10 @@ pub type Connections = AggregateStore<Connection>;
 pub struct AggregateStore<A: Aggregate> {
     cqrs: PostgresCqrs<A>,
     announcer: AppendAnnouncer,
+    /// Commands on one aggregate take turns in this process (see [`execute`]); aggregates are
+    /// spread over a fixed set of turns by their id's hash.
+    turns: Box<[tokio::sync::Mutex<()>]>,
+    turn_of: std::hash::RandomState,
 }
 
 impl<A: Aggregate<Services = ()> + 'static> AggregateStore<A> {
@@ -44,7 +50,16 @@ impl<A: Aggregate<Services = ()> + 'static> AggregateStore<A> {
         Self {
             cqrs: postgres_es::postgres_cqrs(db.clone(), vec![projection], ()),
             announcer: announcer.clone(),
+            turns: (0..COMMAND_TURNS).map(|_| tokio::sync::Mutex::new(())).collect(),
+            turn_of: std::hash::RandomState::new(),
         }
+    }
+}
+
+impl<A: Aggregate> AggregateStore<A> {
+    async fn take_turn(&self, aggregate_id: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        let turn = self.turn_of.hash_one(aggregate_id) as usize % self.turns.len();
+        self.turns[turn].lock().await
     }
 }
 
@@ -160,6 +175,12 @@ impl Actor<'_> {
 /// Runs a command, reloading and re-handling it when another writer appended to the aggregate
 /// first; gives `AggregateConflict` back only after [`MAX_ATTEMPTS`] lost races. The tails are
 /// told of the append.
+///
+/// Commands on one aggregate run one at a time in this process: racing each other they could
+/// only conflict, and with enough of them at once some lost every race (18 of 80 PATCHes on one
+/// incident through two instances). What remains to race is one command per other instance, and
+/// the batch writers. The loser retries at once, without backoff: the winner's instance starts
+/// its next command only after projecting the last one, so the retry is usually first.
 pub async fn execute<A: Aggregate>(
     store: &AggregateStore<A>,
     aggregate_id: &str,
@@ -169,6 +190,7 @@ pub async fn execute<A: Aggregate>(
 where
     A::Command: Clone,
 {
+    let _turn = store.take_turn(aggregate_id).await;
     let mut attempt = 1;
     loop {
         match store
@@ -177,8 +199,6 @@ where
             .await
         {
             Err(AggregateError::AggregateConflict) if attempt < MAX_ATTEMPTS => {
-                let backoff_ms = rand::rng().random_range(1..=5 * u64::from(attempt));
-                tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
                 attempt += 1;
             }
             result => {

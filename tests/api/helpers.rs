@@ -84,6 +84,7 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
 /// Another instance of the service beside a [`TestApp`]: same database, same Redis and key prefix,
 /// its own ports (ARCHITECTURE.md, scale-out). Stopped when dropped.
 pub struct OtherInstance {
+    pub addr: SocketAddr,
     pub ws_addr: SocketAddr,
     shutdown: CancellationToken,
 }
@@ -101,10 +102,14 @@ impl TestApp {
         let app = Application::build_with_pool(config, self.db.clone())
             .await
             .expect("the second instance builds");
-        let ws_addr = app.ws_addr();
+        let (addr, ws_addr) = (app.http_addr(), app.ws_addr());
         let shutdown = CancellationToken::new();
         tokio::spawn(app.run_until_stopped(shutdown.clone()));
-        OtherInstance { ws_addr, shutdown }
+        OtherInstance {
+            addr,
+            ws_addr,
+            shutdown,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {

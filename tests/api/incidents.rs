@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::{
-    helpers::{assert_error, spawn_app_without_workers, TestApp},
+    helpers::{assert_error, spawn_app_with, spawn_app_without_workers, TestApp},
     ingestion::{fixture, post_alert},
 };
 
@@ -774,4 +774,45 @@ async fn merges_racing_in_opposite_directions_leave_one_whole_merge() {
         assert_eq!(correlated.len(), 1, "the absorbed incident's alert joined the winner");
         assert_eq!(correlated[0]["correlationStrategy"], "manual");
     }
+}
+
+/// Many people (or scripts) changing one incident at once, through three instances: every PATCH
+/// lands, none gives up on the race (the spec's PATCH answers only 400 and 404 for errors), and
+/// the history holds each exactly once.
+#[tokio::test]
+async fn concurrent_patches_through_three_instances_all_land() {
+    const PATCHES: usize = 120;
+    let app = spawn_app_with(|config| {
+        config.run_workers = false;
+        config.rate_limit_per_minute = 10_000;
+    })
+    .await;
+    let others = [app.spawn_beside(|_| {}).await, app.spawn_beside(|_| {}).await];
+    let (user, id) = user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
+    let tabs = ["thoughts", "chat"];
+    let statuses: Vec<u16> = futures::future::join_all((0..PATCHES).map(|n| {
+        let base = [app.addr, others[0].addr, others[1].addr][n % 3];
+        let request = app
+            .client
+            .patch(format!("http://{base}/api/incidents/{id}"))
+            .header("X-User-ID", &user)
+            .json(&json!({ "activeTab": tabs[n / 2 % 2], "summary": format!("take {n}") }));
+        async move { request.send().await.unwrap().status().as_u16() }
+    }))
+    .await;
+    assert!(statuses.iter().all(|status| *status == 200), "{statuses:?}");
+
+    let history: Value = app
+        .send_as(&user, Method::GET, &format!("/api/incidents/{id}/events"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let summaries = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["type"] == "SummaryWritten")
+        .count();
+    assert_eq!(summaries, PATCHES);
 }
