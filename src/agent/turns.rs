@@ -37,6 +37,11 @@ impl ReplyTurns {
             })
     }
 
+    /// Whether a reply is being written in the session (in this process).
+    pub fn is_running(&self, session: Uuid) -> bool {
+        self.running.lock().expect("not poisoned").contains(&session)
+    }
+
     /// The session's turn, once the reply running in it (if any) is over.
     pub async fn take(self: &Arc<Self>, session: Uuid) -> ReplyTurn {
         loop {

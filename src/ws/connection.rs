@@ -182,10 +182,11 @@ impl Connection {
             ClientMessage::Cancel {
                 session_id,
                 user_id: Some(claimed),
-            } if claimed != user_id => self.outbox.refuse(
+            } if claimed != user_id => self.refuse_cancel(
                 &session_id,
                 "user_id does not match the one this connection was initialised with",
-                Some("USER_MISMATCH"),
+                Severity::Error,
+                "USER_MISMATCH",
             ),
             ClientMessage::Cancel { session_id, .. } => self.cancel(&user_id, &session_id),
             ClientMessage::Confirmation {
@@ -335,19 +336,32 @@ impl Connection {
             })
             .and_then(|id| self.workflows.remove(&id).map(|workflow| (id, workflow)));
         let Some((id, workflow)) = running else {
-            self.outbox.send(ServerMessage::session_error(
+            return self.refuse_cancel(
                 session_id,
                 "no reply is running in this session",
                 Severity::Warning,
-                Some("NOTHING_TO_CANCEL"),
-            ));
-            // The spec's cancel always ends with END, so a client waiting for it is released.
-            return self.outbox.send(ServerMessage::status_end(session_id, false));
+                "NOTHING_TO_CANCEL",
+            );
         };
         // Pending confirmations of the session end unanswered, which counts as declined; the
         // cancelled reply sends the END.
         self.confirmations.retain(|_, (session, _)| *session != id);
         workflow.cancel.cancel();
+    }
+
+    /// Answers a cancel that cancels nothing. The spec's cancel always ends with END, so that a
+    /// client waiting for it is released, unless a reply this client sees is still being
+    /// written in the session (one it started, or one in a session it follows): that reply's
+    /// END is still to come, and a second one now would tell the client it is over.
+    fn refuse_cancel(&self, session_id: &str, text: &str, severity: Severity, code: &str) {
+        self.outbox
+            .send(ServerMessage::session_error(session_id, text, severity, Some(code)));
+        let sees_reply_running = session_id.parse::<Uuid>().is_ok_and(|id| {
+            self.workflows.contains_key(&id) || (self.followed.contains(&id) && self.state.reply_turns.is_running(id))
+        });
+        if !sees_reply_running {
+            self.outbox.send(ServerMessage::status_end(session_id, false));
+        }
     }
 
     /// The client is gone: its confirmations can never be answered. Running answers finish and are

@@ -727,12 +727,14 @@ async fn only_the_asker_cancels_a_reply() {
     let cancel =
         |user_id: &str| json!({ "type": "control", "action": "cancel", "session_id": session_id, "user_id": user_id });
     client.send(cancel("someone-else")).await;
+    let mut seen = Vec::new();
     let mut refused = None;
     while refused.is_none() {
         let message = client.next().await;
         if message["type"] == "error" {
-            refused = Some(message);
+            refused = Some(message.clone());
         }
+        seen.push(message);
     }
     assert_eq!(refused.unwrap()["data"]["code"], "USER_MISMATCH");
 
@@ -740,7 +742,20 @@ async fn only_the_asker_cancels_a_reply() {
     client.send(json!({ "type": "init", "user_id": "someone-else" })).await;
     client.send(cancel("someone-else")).await;
     // `next` fails the test when no such warning comes within its timeout.
-    while client.next().await["data"]["code"] != "NOTHING_TO_CANCEL" {}
+    loop {
+        let message = client.next().await;
+        seen.push(message.clone());
+        if message["data"]["code"] == "NOTHING_TO_CANCEL" {
+            break;
+        }
+    }
+    // Neither refusal ended the reply that still runs: the only END is the reply's own.
+    while seen.last().unwrap()["data"]["status"] != "END" {
+        seen.push(client.next().await);
+    }
+    let ends: Vec<&Value> = seen.iter().filter(|m| m["data"]["status"] == "END").collect();
+    assert_eq!(ends.len(), 1, "{seen:#?}");
+    assert_eq!(ends[0]["data"]["isComplete"], true);
     // Polled within the chat endpoints' budget (20 a minute).
     let mut status = Value::Null;
     for _ in 0..15 {
