@@ -816,3 +816,32 @@ async fn concurrent_patches_through_three_instances_all_land() {
         .count();
     assert_eq!(summaries, PATCHES);
 }
+
+/// The spec's transition table merges a source in any state; an incident PATCHed to `merged`
+/// names no target yet, so it is not "already merged".
+#[tokio::test]
+async fn an_incident_patched_to_merged_can_still_be_merged_into_another() {
+    let app = spawn_app_without_workers().await;
+    let (user, target) = user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
+    let source = post_alert(&app, &user, "/api/source_f/deployment", &fixture("source_f", "firing")).await;
+    let source = source["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        patch(&app, &user, &source, json!({ "status": "merged" }))
+            .await
+            .status(),
+        200
+    );
+
+    let merged = app
+        .send_as(
+            &user,
+            Method::POST,
+            &format!("/api/incidents/{target}/merge-alert"),
+            Some(&json!({ "sourceIncidentId": source })),
+        )
+        .await;
+    assert_eq!(merged.status(), 200);
+    let source = detail(&app, &user, &source).await;
+    assert_eq!(source["mergedIntoIncidentId"], target.as_str());
+    assert_eq!(detail(&app, &user, &target).await["correlatedAlertCount"], 1);
+}

@@ -291,6 +291,9 @@ pub struct Incident {
     summary_written_while_running: bool,
     active_tab: ActiveTab,
     analyzed_at: Option<DateTime<Utc>>,
+    /// The incident it was merged into, kept when a PATCH moves the status on (as the read
+    /// row keeps it).
+    merged_into: Option<Uuid>,
     /// The opening alert first, then every correlated or absorbed one: their identities only,
     /// which is all a decision needs (placement keeps thousands of incidents in memory). The
     /// alerts themselves are in the events ([`alerts_in`]).
@@ -504,7 +507,7 @@ impl Incident {
                         "an incident cannot be merged into itself".into(),
                     ));
                 }
-                if incident.status == IncidentStatus::Merged {
+                if incident.is_merged_into_another() {
                     return Err(IncidentError::AlreadyMerged);
                 }
                 Ok(vec![E::MergedInto { target_incident_id, at }])
@@ -521,7 +524,7 @@ impl Incident {
                         "an incident cannot be merged into itself".into(),
                     ));
                 }
-                if incident.status == IncidentStatus::Merged {
+                if incident.is_merged_into_another() {
                     return Err(IncidentError::AlreadyMerged);
                 }
                 let alerts: Vec<AlertInfo> = alerts.into_iter().filter(|alert| !incident.holds(alert)).collect();
@@ -540,6 +543,12 @@ impl Incident {
                 Ok(vec![E::ChatSessionLinked { session_id, at }])
             }
         }
+    }
+
+    /// Merged into an incident, and still so. A status of `merged` set by PATCH names no
+    /// target: such an incident may still be merged, as source or target.
+    fn is_merged_into_another(&self) -> bool {
+        self.status == IncidentStatus::Merged && self.merged_into.is_some()
     }
 
     /// The owner (empty before the incident is opened).
@@ -570,7 +579,10 @@ impl Incident {
                 self.status = *status;
                 self.analyzed_at = self.analyzed_at.or(*analyzed_at);
             }
-            E::MergedInto { .. } => self.status = IncidentStatus::Merged,
+            E::MergedInto { target_incident_id, .. } => {
+                self.status = IncidentStatus::Merged;
+                self.merged_into = Some(*target_incident_id);
+            }
             E::AnalysisStatusChanged { status, .. } => {
                 if *status == AnalysisStatus::Running {
                     self.summary_written_while_running = false;

@@ -438,6 +438,55 @@ fn merge_refusals() {
         .then_expect_error(IncidentError::NotFound);
 }
 
+/// `merged` set by PATCH names no target: the incident is not merged into anything yet, so it
+/// can still be merged (as source or target). So can one PATCHed back out of a merge.
+#[test]
+fn a_status_of_merged_without_a_target_does_not_refuse_a_merge() {
+    let marked_merged = vec![opened(), status_changed(IncidentStatus::Merged, None)];
+    Given::with(())
+        .given(marked_merged.clone())
+        .when(IncidentCommand::MergeInto {
+            user_id: OWNER.into(),
+            target_incident_id: Uuid::from_u128(2),
+            at: at(20),
+        })
+        .then_expect_events(vec![IncidentEvent::MergedInto {
+            target_incident_id: Uuid::from_u128(2),
+            at: at(20),
+        }]);
+    Given::with(())
+        .given(marked_merged)
+        .when(IncidentCommand::Absorb {
+            user_id: OWNER.into(),
+            source_incident_id: Uuid::from_u128(9),
+            alerts: vec![alert(7, "payments-api")],
+            at: at(20),
+        })
+        .then_expect_events(vec![IncidentEvent::IncidentAbsorbed {
+            source_incident_id: Uuid::from_u128(9),
+            alerts: vec![alert(7, "payments-api")],
+            at: at(20),
+        }]);
+    Given::with(())
+        .given(vec![
+            opened(),
+            IncidentEvent::MergedInto {
+                target_incident_id: Uuid::from_u128(2),
+                at: at(20),
+            },
+            status_changed(IncidentStatus::Investigating, None),
+        ])
+        .when(IncidentCommand::MergeInto {
+            user_id: OWNER.into(),
+            target_incident_id: Uuid::from_u128(3),
+            at: at(21),
+        })
+        .then_expect_events(vec![IncidentEvent::MergedInto {
+            target_incident_id: Uuid::from_u128(3),
+            at: at(21),
+        }]);
+}
+
 #[test]
 fn absorb_the_source_alerts_it_does_not_hold() {
     let source = Uuid::from_u128(9);
