@@ -13,9 +13,20 @@ static DATA_URL: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid data URL pattern")
 });
 
+/// A whole `images` entry that is one data URL.
+static WHOLE_DATA_URL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^data:(image/[A-Za-z0-9.+-]+);base64,([A-Za-z0-9+/]+=*)$").expect("valid data URL pattern")
+});
+
 /// Moves inline data-URL images of `message.text` into `message.images` (`displayData`, `type`,
-/// `data`, `name` = `image_<n>.<ext>`, numbered after any images it already has).
+/// `data`, `name` = `image_<n>.<ext>`, numbered after any images it already has). Entries of
+/// `images` stored as a bare data URL, or with only their `displayData`, are split the same way.
 pub fn split_inline_images(mut message: Message) -> Message {
+    if let Some(images) = &mut message.images {
+        for (index, entry) in images.iter_mut().enumerate() {
+            complete_image_entry(entry, index + 1);
+        }
+    }
     if !message.text.contains("data:image/") {
         return message;
     }
@@ -41,6 +52,32 @@ pub fn split_inline_images(mut message: Message) -> Message {
     message.text = text.trim().to_owned();
     message.images = Some(images).filter(|images: &Vec<Value>| !images.is_empty());
     message
+}
+
+/// Fills in `type`, `data` and `name` of an image given as a data URL (the entry itself, or its
+/// `displayData`), keeping whatever the entry already says.
+fn complete_image_entry(entry: &mut Value, number: usize) {
+    let url = match entry {
+        Value::String(url) => url.clone(),
+        Value::Object(fields) => match fields.get("displayData") {
+            Some(Value::String(url)) => url.clone(),
+            _ => return,
+        },
+        _ => return,
+    };
+    let Some(found) = WHOLE_DATA_URL.captures(&url) else {
+        return;
+    };
+    let (mime, data) = (&found[1], &found[2]);
+    if entry.is_string() {
+        *entry = json!({ "displayData": url });
+    }
+    let fields = entry.as_object_mut().expect("made an object above");
+    fields.entry("type").or_insert_with(|| json!(mime));
+    fields.entry("data").or_insert_with(|| json!(data));
+    fields
+        .entry("name")
+        .or_insert_with(|| json!(format!("image_{number}.{}", extension(mime))));
 }
 
 fn extension(mime: &str) -> &str {
@@ -84,6 +121,43 @@ mod tests {
             .map(|image| image["name"].clone())
             .collect();
         assert_eq!(names, [json!("image_1.jpg"), json!("image_2.webp")]);
+    }
+
+    #[test]
+    fn completes_images_stored_as_data_urls() {
+        let mut message = Message::user("two charts");
+        message.images = Some(vec![
+            json!({ "displayData": "data:image/png;base64,iVBORw0KGgo=" }),
+            json!("data:image/jpeg;base64,/9j/4AAQ"),
+            json!({ "displayData": "data:image/gif;base64,R0lGOD", "name": "latency.gif" }),
+            json!({ "displayData": "https://example.com/chart.png" }),
+        ]);
+        let split = split_inline_images(message);
+        assert_eq!(split.text, "two charts");
+        assert_eq!(
+            split.images.unwrap(),
+            vec![
+                json!({
+                    "displayData": "data:image/png;base64,iVBORw0KGgo=",
+                    "type": "image/png",
+                    "data": "iVBORw0KGgo=",
+                    "name": "image_1.png",
+                }),
+                json!({
+                    "displayData": "data:image/jpeg;base64,/9j/4AAQ",
+                    "type": "image/jpeg",
+                    "data": "/9j/4AAQ",
+                    "name": "image_2.jpg",
+                }),
+                json!({
+                    "displayData": "data:image/gif;base64,R0lGOD",
+                    "type": "image/gif",
+                    "data": "R0lGOD",
+                    "name": "latency.gif",
+                }),
+                json!({ "displayData": "https://example.com/chart.png" }),
+            ]
+        );
     }
 
     #[test]
