@@ -39,7 +39,7 @@ pub enum AppError {
     #[error("{0}")]
     Unavailable(anyhow::Error),
     #[error(transparent)]
-    Internal(#[from] anyhow::Error),
+    Internal(anyhow::Error),
 }
 
 /// Seconds a client is asked to wait before retrying a 503.
@@ -148,11 +148,18 @@ impl From<AggregateError<AnalysisError>> for AppError {
     }
 }
 
-/// Failures of the event store itself, common to every aggregate.
+/// Failures of the event store itself, common to every aggregate. postgres-es boxes the
+/// database's own error, which says whether the database was out of reach.
 fn aggregate_failure<E: std::error::Error>(error: AggregateError<E>) -> AppError {
     match error {
         AggregateError::AggregateConflict => {
             AppError::Conflict("the resource was changed concurrently too many times; retry".into())
+        }
+        AggregateError::DatabaseConnectionError(cause) | AggregateError::UnexpectedError(cause) => {
+            match cause.downcast::<sqlx::Error>() {
+                Ok(database) => AppError::from(anyhow::Error::from(*database).context("event store")),
+                Err(cause) => AppError::Internal(anyhow::anyhow!("event store: {cause}")),
+            }
         }
         other => AppError::Internal(anyhow::anyhow!("event store: {other}")),
     }
@@ -160,23 +167,38 @@ fn aggregate_failure<E: std::error::Error>(error: AggregateError<E>) -> AppError
 
 impl From<sqlx::Error> for AppError {
     fn from(error: sqlx::Error) -> Self {
-        if database_unreachable(&error) {
-            Self::Unavailable(error.into())
+        Self::from(anyhow::Error::from(error))
+    }
+}
+
+/// A failure the service cannot explain to the caller: 500, unless a database error anywhere
+/// in its chain says the database was out of reach (503, worth a retry).
+impl From<anyhow::Error> for AppError {
+    fn from(error: anyhow::Error) -> Self {
+        let unreachable = error
+            .chain()
+            .any(|cause| cause.downcast_ref::<sqlx::Error>().is_some_and(database_unreachable));
+        if unreachable {
+            Self::Unavailable(error)
         } else {
-            Self::Internal(error.into())
+            Self::Internal(error)
         }
     }
 }
 
 /// Whether `error` says the database cannot be reached or is not serving (a retry may succeed),
 /// rather than that a statement failed: no connection to be had, a connection lost, the server
-/// shutting down or refusing connections (SQLSTATE classes 08 and 57P, 53300, and 3D000 for a
-/// database that is gone).
+/// shutting down or refusing connections (SQLSTATE classes 08 and 57P, 53300, 3D000 for a
+/// database that is gone, and 55000 for one not accepting connections).
 fn database_unreachable(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08") || code.starts_with("57P") || code == "53300" || code == "3D000"
+            code.starts_with("08")
+                || code.starts_with("57P")
+                || code == "53300"
+                || code == "3D000"
+                || (code == "55000" && db.message().contains("not currently accepting connections"))
         }),
         _ => false,
     }

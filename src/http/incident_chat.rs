@@ -150,7 +150,7 @@ async fn ask_about_incident(
     job.max_attempts = 1;
     enqueue(&state.db, job)
         .await
-        .map_err(|error| AppError::Internal(error.into()))?;
+        .map_err(|error| AppError::from(anyhow::Error::from(error)))?;
     Ok((
         StatusCode::ACCEPTED,
         Json(Accepted {

@@ -114,6 +114,38 @@ async fn when_the_database_goes_away_readiness_and_requests_that_need_it_answer_
     crate::helpers::assert_error(ingested, 503, "service_unavailable").await;
 }
 
+/// A server that answers but refuses the connection (`database is not currently accepting
+/// connections`), or ends it mid-request, is as out of reach as one that is gone: 503 and a
+/// retry, on reads, on commands through the event store, and on ingestion.
+#[tokio::test]
+async fn a_database_refusing_connections_is_unavailable_not_a_failure() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    app.refuse_database_connections().await;
+
+    let alert: Value = serde_json::from_str(include_str!("../fixtures/alerts/source_a/firing.json")).expect("fixture");
+    let requests = [
+        (reqwest::Method::GET, "/api/incidents", None),
+        (reqwest::Method::POST, "/api/source_a/alerts", Some(alert)),
+        (
+            reqwest::Method::POST,
+            "/chat_api/sessions",
+            Some(serde_json::json!({ "title": "t" })),
+        ),
+    ];
+    for (method, path, body) in requests {
+        let response = app.send_as(&user, method, path, body.as_ref()).await;
+        assert_eq!(
+            response.headers().get("retry-after").map(|v| v.to_str().unwrap()),
+            Some("5"),
+            "{path}"
+        );
+        crate::helpers::assert_error(response, 503, "service_unavailable").await;
+    }
+    let registration = app.register("new@example.com", "long enough password").await;
+    crate::helpers::assert_error(registration, 503, "service_unavailable").await;
+}
+
 #[tokio::test]
 async fn chatbot_check_is_unhealthy_when_the_socket_does_not_answer() {
     // A listener that accepts and never answers stands in for a hung chat channel.

@@ -181,6 +181,22 @@ impl TestApp {
     pub async fn take_database_away(&self) {
         self.database.drop_now().await;
     }
+
+    /// Makes the server refuse the app's connections to its database (and drop the ones it
+    /// has), as during maintenance: the server answers, with an error of its own.
+    pub async fn refuse_database_connections(&self) {
+        let mut conn = PgConnection::connect_with(&self.database.admin).await.unwrap();
+        let name = &self.database.name;
+        sqlx::query(&format!(r#"ALTER DATABASE "{name}" ALLOW_CONNECTIONS false"#))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+            .bind(name)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
 }
 
 impl Drop for TestApp {
