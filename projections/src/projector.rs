@@ -216,10 +216,23 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
 
 #[async_trait]
 impl<A: Aggregate, R: ReadModel<A>> Query<A> for Projector<A, R> {
+    /// Tried again after a failure (a connection cut mid-write, say): the command's caller reads
+    /// its own write next, and a read row missing now would answer that a session it has just
+    /// created does not exist. Past the retries, the tail applies the events shortly; the
+    /// command itself has succeeded.
     async fn dispatch(&self, aggregate_id: &str, events: &[EventEnvelope<A>]) {
-        if let Err(error) = self.project(aggregate_id, events).await {
-            // The tail applies these events shortly; the command itself has succeeded.
-            tracing::warn!(projection = R::NAME, aggregate_id, %error, "projection deferred to the tail");
+        const RETRY_DELAYS: [std::time::Duration; 2] = [
+            std::time::Duration::from_millis(10),
+            std::time::Duration::from_millis(100),
+        ];
+        let mut delays = RETRY_DELAYS.iter();
+        while let Err(error) = self.project(aggregate_id, events).await {
+            let Some(delay) = delays.next() else {
+                tracing::warn!(projection = R::NAME, aggregate_id, %error, "projection deferred to the tail");
+                return;
+            };
+            tracing::debug!(projection = R::NAME, aggregate_id, %error, "projection failed; trying again");
+            tokio::time::sleep(*delay).await;
         }
     }
 }

@@ -552,3 +552,43 @@ async fn concurrent_puts_lose_no_update() {
         .unwrap();
     assert_eq!(version, 13, "the read row reflects every event");
 }
+
+/// The command path projects a new session before answering, so the create can answer with the
+/// session it made. Its first try failing (a connection cut mid-write) must not make the answer
+/// a 404 for a session that exists: the projection is tried again.
+#[tokio::test]
+async fn a_create_whose_first_projection_fails_still_answers_with_the_session() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    // Fails the first insert into the read table only (a sequence is not rolled back).
+    sqlx::raw_sql(
+        "CREATE SEQUENCE projection_attempts;
+         CREATE FUNCTION fail_first_projection() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF nextval('projection_attempts') = 1 THEN RAISE EXCEPTION 'injected failure'; END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER fail_first_projection BEFORE INSERT ON chat_sessions
+             FOR EACH ROW EXECUTE FUNCTION fail_first_projection();",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let response = app
+        .send_as(
+            &user,
+            Method::POST,
+            "/chat_api/sessions",
+            Some(&json!({ "title": "kept" })),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    let created: Value = response.json().await.unwrap();
+    assert_eq!(created["title"], "kept");
+    let attempts: i64 = sqlx::query_scalar("SELECT last_value FROM projection_attempts")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(attempts, 2, "the failure was injected, and the projection tried again");
+}
