@@ -55,12 +55,16 @@ impl LanguageModel for OpenAiCompatible {
 }
 
 /// The stream events in a body of server-sent events, up to `data: [DONE]` or the body's end.
+/// A body that ends with neither `[DONE]` nor a `finish_reason` was cut off (a connection closed
+/// mid-answer, which a body without chunked framing cannot tell from its end): an error, not a
+/// shorter answer.
 fn events<S>(body: S) -> impl Stream<Item = Result<StreamEvent, LlmError>> + Send + 'static
 where
     S: Stream<Item = Result<Bytes, LlmError>> + Send + 'static,
 {
     async_stream::try_stream! {
         let mut decoder = ChunkDecoder::default();
+        let mut done = false;
         let sse = body.eventsource();
         futures::pin_mut!(sse);
         while let Some(event) = sse.next().await {
@@ -69,6 +73,7 @@ where
                 other => LlmError::Protocol(format!("invalid event stream: {other}")),
             })?;
             if event.data == "[DONE]" {
+                done = true;
                 break;
             }
             if event.event == "error" {
@@ -77,6 +82,11 @@ where
             for stream_event in decoder.decode(&event.data)? {
                 yield stream_event;
             }
+        }
+        if !done && decoder.finish_reason.is_none() {
+            Err(LlmError::Protocol(
+                "the stream ended before the answer did (no finish_reason, no [DONE])".to_owned(),
+            ))?;
         }
         for stream_event in decoder.finish()? {
             yield stream_event;
@@ -454,21 +464,41 @@ mod tests {
             .unwrap()
     }
 
+    /// A body closed mid-answer (no chunked framing to tell it from an end) is an error after
+    /// what it streamed, not a shorter answer; its half-assembled tool call is not run.
     #[tokio::test]
-    async fn a_stream_cut_short_still_yields_its_tool_calls_and_finishes() {
+    async fn a_stream_cut_short_is_an_error_after_what_it_streamed() {
         let data = [
             r#"{"choices":[{"delta":{"content":"Checking. "}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"restart"}}]}}]}"#,
         ];
-        let collected = events_of(&data).await;
-        assert_eq!(collected.len(), 3, "{collected:?}");
-        assert_eq!(collected[0], StreamEvent::TextDelta("Checking. ".into()));
-        let StreamEvent::ToolCall(call) = &collected[1] else {
-            panic!("{collected:?}")
-        };
-        assert_eq!((call.name.as_str(), call.arguments.as_str()), ("restart", "{}"));
-        assert!(call.id.starts_with("call_"), "{call:?}");
-        assert_eq!(collected[2], StreamEvent::Finished { reason: None });
+        let collected: Vec<_> = events(sse(&data)).collect().await;
+        assert_eq!(collected.len(), 2, "{collected:?}");
+        assert_eq!(
+            collected[0].as_ref().unwrap(),
+            &StreamEvent::TextDelta("Checking. ".into())
+        );
+        assert!(
+            matches!(&collected[1], Err(LlmError::Protocol(message)) if message.contains("ended before")),
+            "{collected:?}"
+        );
+    }
+
+    /// Either end marker is enough: some servers send no `[DONE]`, others no `finish_reason`.
+    #[tokio::test]
+    async fn a_stream_ends_with_done_or_a_finish_reason() {
+        let without_done = [
+            r#"{"choices":[{"delta":{"content":"ok"}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        ];
+        let completion = collect(events(sse(&without_done))).await.unwrap();
+        assert_eq!(
+            (completion.text.as_str(), completion.finish_reason.as_deref()),
+            ("ok", Some("stop"))
+        );
+        let without_reason = [r#"{"choices":[{"delta":{"content":"ok"}}]}"#, "[DONE]"];
+        let completion = collect(events(sse(&without_reason))).await.unwrap();
+        assert_eq!((completion.text.as_str(), completion.finish_reason), ("ok", None));
     }
 
     #[tokio::test]
