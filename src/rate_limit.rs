@@ -141,18 +141,42 @@ impl Budgets {
 
 pub struct RateLimiter {
     budgets: Budgets,
-    backend: Backend,
+    /// Shared by every instance; `None` without `REDIS_URL`.
+    redis: Option<RedisHandle>,
+    /// This instance's own windows: the only ones without Redis, and the stand-in while Redis is
+    /// out of reach (each instance then limits on its own rather than not at all).
+    local: LocalWindows,
 }
 
-enum Backend {
-    Redis(RedisHandle),
-    InProcess {
-        windows: DashMap<String, (Instant, u64)>,
-        calls: AtomicU64,
-    },
+#[derive(Default)]
+struct LocalWindows {
+    windows: DashMap<String, (Instant, u64)>,
+    calls: AtomicU64,
 }
 
-const REDIS_WINDOW_SCRIPT: &str = r"
+impl LocalWindows {
+    /// Counts one request in `key`'s window: the count so far and the time until it resets.
+    fn count(&self, key: String) -> (u64, Duration) {
+        let now = Instant::now();
+        if self.calls.fetch_add(1, Ordering::Relaxed) % 4096 == 0 {
+            self.windows
+                .retain(|_, (opened, _)| now.duration_since(*opened) < WINDOW);
+        }
+        let mut entry = self.windows.entry(key).or_insert((now, 0));
+        let (opened, count) = entry.value_mut();
+        if now.duration_since(*opened) >= WINDOW {
+            *opened = now;
+            *count = 0;
+        }
+        *count += 1;
+        (*count, WINDOW.saturating_sub(now.duration_since(*opened)))
+    }
+}
+
+/// Counts one request in a window and says when it resets (its digest is computed once).
+static REDIS_WINDOW_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
 local count = redis.call('INCR', KEYS[1])
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then
@@ -160,56 +184,49 @@ if ttl < 0 then
   ttl = tonumber(ARGV[1])
 end
 return {count, ttl}
-";
+",
+    )
+});
 
 impl RateLimiter {
     pub fn new(cache: &Cache, budgets: Budgets) -> Self {
-        let backend = match cache {
-            Cache::Redis(redis) => Backend::Redis(redis.clone()),
-            Cache::InProcess => Backend::InProcess {
-                windows: DashMap::new(),
-                calls: AtomicU64::new(0),
-            },
+        let redis = match cache {
+            Cache::Redis(redis) => Some(redis.clone()),
+            Cache::InProcess => None,
         };
-        Self { budgets, backend }
+        Self {
+            budgets,
+            redis,
+            local: LocalWindows::default(),
+        }
     }
 
     /// Spends one request of `caller`'s budget in `scope`.
     pub async fn check(&self, scope: Scope, caller: &str) -> Decision {
         let limit = self.budgets.of(scope);
         let key = format!("ratelimit:{}:{caller}", scope.name());
-        match &self.backend {
-            Backend::Redis(redis) => match Self::count_in_redis(redis, &key).await {
-                Ok((count, ttl)) => Decision::new(limit, count, ttl),
-                Err(error) => {
-                    // Failing open: a cache outage must not take the API down with it.
-                    tracing::warn!(error = %format!("{error:#}"), "rate limit check skipped: Redis unavailable");
-                    Decision::new(limit, 0, WINDOW)
-                }
+        let (count, reset) = match &self.redis {
+            Some(redis) => match Self::count_in_redis(redis, &key).await {
+                Ok(counted) => counted,
+                // A cache outage must not take the API down with it, nor leave it unlimited (the
+                // handle logs the outage once).
+                Err(_) => self.local.count(key),
             },
-            Backend::InProcess { windows, calls } => {
-                let now = Instant::now();
-                if calls.fetch_add(1, Ordering::Relaxed) % 4096 == 0 {
-                    windows.retain(|_, (opened, _)| now.duration_since(*opened) < WINDOW);
-                }
-                let mut entry = windows.entry(key).or_insert((now, 0));
-                let (opened, count) = entry.value_mut();
-                if now.duration_since(*opened) >= WINDOW {
-                    *opened = now;
-                    *count = 0;
-                }
-                *count += 1;
-                Decision::new(limit, *count, WINDOW.saturating_sub(now.duration_since(*opened)))
-            }
-        }
+            None => self.local.count(key),
+        };
+        Decision::new(limit, count, reset)
     }
 
     async fn count_in_redis(redis: &RedisHandle, key: &str) -> anyhow::Result<(u64, Duration)> {
-        let mut conn = redis.connection().await?;
-        let (count, ttl_ms): (u64, u64) = redis::Script::new(REDIS_WINDOW_SCRIPT)
-            .key(redis.key(key))
-            .arg(WINDOW.as_millis() as u64)
-            .invoke_async(&mut conn)
+        let key = redis.key(key);
+        let (count, ttl_ms): (u64, u64) = redis
+            .run(|mut conn| async move {
+                REDIS_WINDOW_SCRIPT
+                    .key(key)
+                    .arg(WINDOW.as_millis() as u64)
+                    .invoke_async(&mut conn)
+                    .await
+            })
             .await?;
         Ok((count, Duration::from_millis(ttl_ms)))
     }

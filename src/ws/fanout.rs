@@ -168,13 +168,15 @@ impl SessionFanout {
         let publisher = async {
             while let Some((channel, payload)) = pending.recv().await {
                 // Redis away: other instances miss this message (the session itself is saved).
-                let Ok(mut connection) = redis.redis.connection().await else {
-                    continue;
-                };
-                let _: redis::RedisResult<i64> = redis::cmd("PUBLISH")
-                    .arg(&channel)
-                    .arg(&payload)
-                    .query_async(&mut connection)
+                let _: anyhow::Result<i64> = redis
+                    .redis
+                    .run(|mut connection| async move {
+                        redis::cmd("PUBLISH")
+                            .arg(&channel)
+                            .arg(&payload)
+                            .query_async(&mut connection)
+                            .await
+                    })
                     .await;
             }
         };

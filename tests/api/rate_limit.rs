@@ -276,3 +276,25 @@ async fn an_unverified_user_id_does_not_spend_that_users_budget() {
         "the first request of the user's own budget"
     );
 }
+
+/// Redis out of reach (nothing listens on its port): the API neither stops nor goes unlimited.
+/// Requests do not wait for Redis one after another (at a second each they ran past the request
+/// timeout), and each instance counts the budgets on its own meanwhile.
+#[tokio::test]
+async fn without_redis_requests_are_answered_at_once_and_still_limited() {
+    let app = spawn_app_with(|config| {
+        config.redis_url = Some(vigil::config::Secret::new("redis://127.0.0.1:1"));
+        config.rate_limit_per_minute = 10;
+        config.request_timeout_secs = 3;
+    })
+    .await;
+    let concurrent = futures::future::join_all((0..8).map(|_| logout_as(&app, "redis-less-user"))).await;
+    let statuses: Vec<u16> = concurrent.iter().map(|response| response.status().as_u16()).collect();
+    assert_eq!(statuses, [200; 8]);
+    for _ in 0..2 {
+        assert_eq!(logout_as(&app, "redis-less-user").await.status(), 200);
+    }
+    let refused = logout_as(&app, "redis-less-user").await;
+    assert_eq!(header(&refused, "X-RateLimit-Remaining"), 0);
+    assert_error(refused, 429, "rate_limited").await;
+}
