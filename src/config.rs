@@ -166,6 +166,11 @@ pub struct Config {
     #[arg(long, env = "WS_MESSAGES_PER_MINUTE", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub ws_messages_per_minute: u32,
 
+    /// Chat sockets one instance holds open at once; further ones are refused with 503 (each
+    /// socket is a file descriptor the HTTP API's connections also need).
+    #[arg(long, env = "WS_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub ws_max_connections: u32,
+
     /// Rounds of model answer and tool calls one agent reply may take.
     #[arg(long, env = "AGENT_MAX_STEPS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=50))]
     pub agent_max_steps: u32,

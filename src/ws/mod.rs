@@ -34,13 +34,19 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
     // runtime's worker threads, rather than on the first long message's socket task.
     tokio::task::spawn_blocking(|| vigil_llm::count_tokens("warm up"));
     let connections = tokio_util::task::TaskTracker::new();
+    let places = std::sync::Arc::new(tokio::sync::Semaphore::new(state.config.ws_max_connections as usize));
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let Ok(place) = places.clone().try_acquire_owned() else {
+                        tokio::spawn(refuse_when_full(stream));
+                        continue;
+                    };
                     let (state, shutdown) = (state.clone(), shutdown.clone());
                     connections.spawn(async move {
+                        let _place = place;
                         if let Err(error) = handle_socket(stream, state, shutdown).await {
                             tracing::debug!(%peer, %error, "websocket connection ended with an error");
                         }
@@ -57,6 +63,25 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
     // grace period, plus a moment for the goodbyes.
     connections.close();
     let _ = tokio::time::timeout(SHUTDOWN_GRACE + Duration::from_secs(1), connections.wait()).await;
+}
+
+/// Answers a socket past `WS_MAX_CONNECTIONS` with a plain HTTP 503 instead of its handshake:
+/// with no cap, idle sockets used up the process's file descriptors, and the HTTP API (health
+/// checks included) stopped accepting connections.
+async fn refuse_when_full(mut stream: TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    const BODY: &str = r#"{"error":"too many chat connections; retry later","code":"service_unavailable"}"#;
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    tracing::debug!("websocket connection refused: WS_MAX_CONNECTIONS reached");
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
 }
 
 async fn handle_socket(

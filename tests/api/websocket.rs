@@ -265,3 +265,39 @@ async fn a_message_beyond_the_configured_size_is_answered_with_close_1009() {
         other => panic!("expected Close 1009, got {other:?}"),
     }
 }
+
+/// Past `WS_MAX_CONNECTIONS` a socket is refused with 503 at the handshake (idle sockets without
+/// a cap used up the process's file descriptors, and the HTTP API with them); a place freed is
+/// taken again.
+#[tokio::test]
+async fn sockets_past_the_cap_are_refused_until_a_place_frees() {
+    use tokio_tungstenite::tungstenite::Error;
+
+    let app = crate::helpers::spawn_app_with(|config| config.ws_max_connections = 2).await;
+    let first = connect_as(&app, "u-1").await;
+    let _second = connect_as(&app, "u-2").await;
+    match connect_async(format!("ws://{}/", app.ws_addr)).await {
+        Err(Error::Http(response)) => {
+            assert_eq!(response.status(), 503);
+            let body: Value = serde_json::from_slice(response.body().as_deref().unwrap_or_default()).unwrap();
+            assert_eq!(body["code"], "service_unavailable");
+        }
+        other => panic!(
+            "a third socket was not refused: {:?}",
+            other.map(|(_, response)| response.status())
+        ),
+    }
+
+    drop(first);
+    let mut freed = None;
+    for _ in 0..50 {
+        if let Ok((socket, _)) = connect_async(format!("ws://{}/", app.ws_addr)).await {
+            freed = Some(socket);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut socket = freed.expect("the closed socket's place is taken again");
+    send_json(&mut socket, json!({ "type": "init", "user_id": "u-3" })).await;
+    assert_eq!(next_json(&mut socket).await["data"]["status"], "START");
+}
