@@ -115,9 +115,11 @@ impl Application {
         tracing::info!(http = %self.http_addr(), websocket = %self.ws_addr(), "vigil listening");
         self.state.events.spawn_tails(&self.state.db, &shutdown);
         tokio::spawn(self.state.session_fanout.clone().run(shutdown.clone()));
-        if self.state.config.run_workers {
-            tokio::spawn(run_worker(self.state.clone(), shutdown.clone()));
-        }
+        let worker = self
+            .state
+            .config
+            .run_workers
+            .then(|| tokio::spawn(run_worker(self.state.clone(), shutdown.clone())));
         let websocket = tokio::spawn(ws::serve(self.ws_listener, self.state.clone(), shutdown.clone()));
         let router = http::router(self.state);
         axum::serve(
@@ -129,6 +131,13 @@ impl Application {
         .context("HTTP server failed")?;
         shutdown.cancel();
         websocket.await.context("WebSocket listener task failed")?;
+        // Its running jobs finish or are handed back before the process ends; left to the
+        // process's exit, they waited for their leases to expire (a minute) before a retry.
+        if let Some(worker) = worker {
+            if let Err(error) = worker.await.context("job worker task failed")? {
+                tracing::error!(error = %format!("{error:#}"), "job worker stopped with an error");
+            }
+        }
         Ok(())
     }
 }
@@ -137,6 +146,7 @@ impl Application {
 pub async fn run_worker(state: AppState, shutdown: CancellationToken) -> anyhow::Result<()> {
     let config = crate::jobs::WorkerConfig {
         concurrency: usize::from(state.config.worker_concurrency),
+        shutdown_grace: std::time::Duration::from_secs(state.config.worker_shutdown_grace_secs),
         ..Default::default()
     };
     let worker = crate::jobs::Worker::new(state.db.clone(), config)?

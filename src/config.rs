@@ -126,6 +126,11 @@ pub struct Config {
     #[arg(long, env = "WORKER_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_concurrency: u16,
 
+    /// On shutdown, how long running jobs may take to finish before they are interrupted and
+    /// handed back (another worker retries them at once).
+    #[arg(long, env = "WORKER_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
+    pub worker_shutdown_grace_secs: u64,
+
     /// Requests per minute per user and per source on the alert ingestion endpoints.
     #[arg(long, env = "INGEST_RATE_LIMIT_PER_MINUTE", default_value_t = 1200)]
     pub ingest_rate_limit_per_minute: u32,

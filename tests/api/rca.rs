@@ -275,3 +275,46 @@ async fn an_alert_after_a_failed_deploy_is_analysed_end_to_end() {
     }
     eprintln!("summary:\n{summary}");
 }
+
+/// A service stopping while an analysis runs hands the job back before it exits (interrupted,
+/// due at once), rather than leaving it to wait a minute for its lease to expire.
+#[tokio::test]
+async fn a_stopping_service_hands_its_running_analysis_back() {
+    let model = FakeOpenAi::start().await;
+    let slow = "One sentence. ".repeat(60);
+    model.set_default_reply(Reply::text(slow).chunk_delay(std::time::Duration::from_millis(500)));
+    let app = spawn_app_with(|config| config.run_workers = false).await;
+    let mut config = (*app.state.config).clone();
+    config.run_workers = true;
+    config.llm_base_url = Some(model.base_url().to_owned());
+    config.worker_shutdown_grace_secs = 0;
+    let stopping = vigil::Application::build_with_pool(config, app.db.clone())
+        .await
+        .unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let serving = tokio::spawn(stopping.run_until_stopped(shutdown.clone()));
+
+    let user = app.new_user().await.id;
+    post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let state_of_the_analysis = || async {
+        sqlx::query_as::<_, (String, Option<String>)>("SELECT state, last_error FROM jobs WHERE kind = 'rca'")
+            .fetch_optional(&app.db)
+            .await
+            .unwrap()
+    };
+    eventually("the analysis to run", || async {
+        let running = state_of_the_analysis().await;
+        running.filter(|(state, _)| state == "running").map(|_| ())
+    })
+    .await;
+
+    shutdown.cancel();
+    tokio::time::timeout(std::time::Duration::from_secs(30), serving)
+        .await
+        .expect("the service stops")
+        .unwrap()
+        .unwrap();
+    let (state, error) = state_of_the_analysis().await.unwrap();
+    assert_eq!(state, "retryable", "handed back, due at once");
+    assert!(error.unwrap_or_default().starts_with("interrupted"));
+}
