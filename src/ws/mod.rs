@@ -69,7 +69,7 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
 /// with no cap, idle sockets used up the process's file descriptors, and the HTTP API (health
 /// checks included) stopped accepting connections.
 async fn refuse_when_full(mut stream: TcpStream) {
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     const BODY: &str = r#"{"error":"too many chat connections; retry later","code":"service_unavailable"}"#;
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Type: application/json\r\n\
@@ -78,6 +78,10 @@ async fn refuse_when_full(mut stream: TcpStream) {
     );
     tracing::debug!("websocket connection refused: WS_MAX_CONNECTIONS reached");
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        // The handshake request is read first: a socket closed with unread input is reset, and
+        // the reset may reach the client before the answer.
+        let mut request = [0u8; 4096];
+        let _ = stream.read(&mut request).await?;
         stream.write_all(response.as_bytes()).await?;
         stream.shutdown().await
     })
