@@ -57,6 +57,8 @@ struct Link {
     reconnecting: bool,
 }
 
+const REDIS_DOWN: &str = "Redis is unavailable; reconnecting in the background";
+
 /// How long after a failed attempt the next one is made (in the background).
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 
@@ -82,7 +84,7 @@ impl RedisHandle {
     /// once Redis has been found out of reach, callers get an error at once, never a wait of
     /// their own for a timeout, and the connection is remade in the background. Waiting for
     /// each request's own attempt serialized the whole API behind a dead Redis, a second each.
-    pub async fn connection(&self) -> anyhow::Result<ConnectionManager> {
+    async fn connection(&self) -> anyhow::Result<ConnectionManager> {
         let mut link = self.link.lock().await;
         if let Some(connection) = &link.connection {
             return Ok(connection.clone());
@@ -94,7 +96,7 @@ impl RedisHandle {
                     Ok(connection)
                 }
                 Err(error) => {
-                    tracing::warn!(error = %format!("{error:#}"), "Redis is unavailable; reconnecting in the background");
+                    tracing::warn!(error = %format!("{error:#}"), "{REDIS_DOWN}");
                     link.down_since = Some(Instant::now());
                     Err(error)
                 }
@@ -136,7 +138,7 @@ impl RedisHandle {
             return; // being connected or marked by someone else right now
         };
         if link.connection.take().is_some() {
-            tracing::warn!(%error, "Redis is unavailable; reconnecting in the background");
+            tracing::warn!(%error, "{REDIS_DOWN}");
             link.down_since = Some(Instant::now());
         }
     }

@@ -157,7 +157,7 @@ fn aggregate_failure<E: std::error::Error>(error: AggregateError<E>) -> AppError
         }
         AggregateError::DatabaseConnectionError(cause) | AggregateError::UnexpectedError(cause) => {
             match cause.downcast::<sqlx::Error>() {
-                Ok(database) => AppError::from(anyhow::Error::from(*database).context("event store")),
+                Ok(database) => AppError::unexpected(anyhow::Error::from(*database).context("event store")),
                 Err(cause) => AppError::Internal(anyhow::anyhow!("event store: {cause}")),
             }
         }
@@ -167,14 +167,15 @@ fn aggregate_failure<E: std::error::Error>(error: AggregateError<E>) -> AppError
 
 impl From<sqlx::Error> for AppError {
     fn from(error: sqlx::Error) -> Self {
-        Self::from(anyhow::Error::from(error))
+        Self::unexpected(error)
     }
 }
 
-/// A failure the service cannot explain to the caller: 500, unless a database error anywhere
-/// in its chain says the database was out of reach (503, worth a retry).
-impl From<anyhow::Error> for AppError {
-    fn from(error: anyhow::Error) -> Self {
+impl AppError {
+    /// A failure the service cannot explain to the caller: 500, unless a database error
+    /// anywhere in its chain says the database was out of reach (503, worth a retry).
+    pub fn unexpected(error: impl Into<anyhow::Error>) -> Self {
+        let error = error.into();
         let unreachable = error
             .chain()
             .any(|cause| cause.downcast_ref::<sqlx::Error>().is_some_and(database_unreachable));
@@ -183,6 +184,12 @@ impl From<anyhow::Error> for AppError {
         } else {
             Self::Internal(error)
         }
+    }
+}
+
+impl From<anyhow::Error> for AppError {
+    fn from(error: anyhow::Error) -> Self {
+        Self::unexpected(error)
     }
 }
 

@@ -89,7 +89,7 @@ impl From<ProjectionError> for Attempt {
     fn from(error: ProjectionError) -> Self {
         match error {
             ProjectionError::Database(database) => database.into(),
-            other => Self::Failed(AppError::from(anyhow::Error::from(other))),
+            other => Self::Failed(AppError::Internal(other.into())),
         }
     }
 }
@@ -181,10 +181,10 @@ fn envelopes(
 /// Appends events as postgres-es does (same columns, same JSON).
 async fn append(conn: &mut PgConnection, events: &[EventEnvelope<Incident>]) -> Result<(), Attempt> {
     for event in events {
-        let payload = serde_json::to_value(&event.payload)
-            .map_err(|error| Attempt::Failed(AppError::from(anyhow::Error::from(error))))?;
-        let metadata = serde_json::to_value(&event.metadata)
-            .map_err(|error| Attempt::Failed(AppError::from(anyhow::Error::from(error))))?;
+        let payload =
+            serde_json::to_value(&event.payload).map_err(|error| Attempt::Failed(AppError::Internal(error.into())))?;
+        let metadata =
+            serde_json::to_value(&event.metadata).map_err(|error| Attempt::Failed(AppError::Internal(error.into())))?;
         sqlx::query(
             "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
              VALUES ($1, $2, $3, $4, $5, $6, $7)",

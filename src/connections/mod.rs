@@ -345,7 +345,7 @@ pub fn store_error(error: StoreError) -> AppError {
                 message: format!("the secrets store cannot be used right now: {error}"),
             }
         }
-        other => AppError::from(anyhow::Error::from(other)),
+        other => AppError::unexpected(other),
     }
 }
 

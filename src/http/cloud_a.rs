@@ -189,10 +189,7 @@ async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQue
         .save(&state.db, &user_id, PROVIDER, &credentials, &fields)
         .await?;
     let job = NewJob::new(CLOUD_A_SETUP_JOB, json!(SetupPayload { user_id }));
-    let task_id = jobs::enqueue(&state.db, job)
-        .await
-        .map_err(|error| AppError::from(anyhow::Error::from(error)))?
-        .id();
+    let task_id = jobs::enqueue(&state.db, job).await.map_err(AppError::unexpected)?.id();
     redirect_to_frontend(
         &state,
         PROVIDER,
@@ -312,7 +309,7 @@ async fn setup_status(
     };
     let job = jobs::get(&state.db, id)
         .await
-        .map_err(|error| AppError::from(anyhow::Error::from(error)))?
+        .map_err(AppError::unexpected)?
         .filter(|job| job.kind == CLOUD_A_SETUP_JOB)
         .filter(|job| job.payload.get("user_id").and_then(|v| v.as_str()) == Some(user.id.as_str()));
     let Some(job) = job else {

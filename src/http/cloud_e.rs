@@ -129,7 +129,7 @@ async fn connect(
         .list_devices(&token.access_token, requested)
         .await
         .map_err(cloud_e_error)?;
-    let key_pair = generate_ssh_keypair("vigil-agent").map_err(|error| AppError::from(anyhow::Error::from(error)))?;
+    let key_pair = generate_ssh_keypair("vigil-agent").map_err(|error| AppError::Internal(error.into()))?;
     let auth_key = client
         .create_auth_key(&token.access_token, requested, &[])
         .await
@@ -185,7 +185,7 @@ fn cloud_e_error(error: CloudEError) -> AppError {
             "cloud_e refused the access token: the OAuth client needs the devices and keys scopes",
         ),
         CloudEError::NetworkNotFound => AppError::bad_request("network_not_found", error.to_string()),
-        CloudEError::Config(_) | CloudEError::SshKey(_) => AppError::from(anyhow::Error::from(error)),
+        CloudEError::Config(_) | CloudEError::SshKey(_) => AppError::Internal(error.into()),
         other => provider_unavailable(PROVIDER, other),
     }
 }
@@ -205,7 +205,7 @@ async fn ssh_setup_info(State(state): State<AppState>, user: AuthUser) -> Result
     let record = record(&state, &user.id).await?;
     let public_key = record.data_str("ssh_public_key").unwrap_or_default().to_owned();
     let network = shown_network(record.data_str("network").unwrap_or(DEFAULT_NETWORK)).to_owned();
-    let setup = ssh_setup(&public_key, &network).map_err(|error| AppError::from(anyhow::Error::from(error)))?;
+    let setup = ssh_setup(&public_key, &network).map_err(|error| AppError::Internal(error.into()))?;
     Ok(Json(SshSetupResponse {
         success: true,
         ssh_public_key: public_key,

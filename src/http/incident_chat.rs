@@ -148,9 +148,7 @@ async fn ask_about_incident(
     );
     // An answer that failed half-way would repeat the question if retried.
     job.max_attempts = 1;
-    enqueue(&state.db, job)
-        .await
-        .map_err(|error| AppError::from(anyhow::Error::from(error)))?;
+    enqueue(&state.db, job).await.map_err(AppError::unexpected)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(Accepted {

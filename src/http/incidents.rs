@@ -308,7 +308,7 @@ async fn get_incident(
         }
         Some(as_of) => read::as_of(db, &user.id, id, as_of)
             .await
-            .map_err(|error| AppError::from(anyhow::Error::from(error)))?
+            .map_err(AppError::unexpected)?
             .ok_or_else(|| AppError::NotFound("the incident did not exist at that time".into()))?,
     };
     let (payload, mut suggestions, mut thoughts, mut citations, mut chats) = tokio::try_join!(

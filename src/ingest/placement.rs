@@ -136,7 +136,7 @@ impl From<PlacementError> for AppError {
         match error {
             // A database out of reach is a 503 that senders retry, as on the rest of the API.
             PlacementError::Database(error) => AppError::from(error),
-            other => AppError::from(anyhow::Error::from(other)),
+            other => AppError::unexpected(other),
         }
     }
 }

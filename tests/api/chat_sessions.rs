@@ -575,16 +575,7 @@ async fn a_create_whose_first_projection_fails_still_answers_with_the_session() 
     .await
     .unwrap();
 
-    let response = app
-        .send_as(
-            &user,
-            Method::POST,
-            "/chat_api/sessions",
-            Some(&json!({ "title": "kept" })),
-        )
-        .await;
-    assert_eq!(response.status(), 201);
-    let created: Value = response.json().await.unwrap();
+    let created = app.create_session(&user, &json!({ "title": "kept" })).await;
     assert_eq!(created["title"], "kept");
     let attempts: i64 = sqlx::query_scalar("SELECT last_value FROM projection_attempts")
         .fetch_one(&app.db)

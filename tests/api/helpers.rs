@@ -177,6 +177,14 @@ impl TestApp {
         response.json().await.unwrap()
     }
 
+    /// Replays the incidents projection and checks it rebuilds the live read rows exactly.
+    pub async fn assert_incidents_replay_as_live(&self) {
+        let live = vigil_projections::incidents::all_incidents(&self.db).await.unwrap();
+        self.state.events.replay(&self.db, Some("incidents")).await.unwrap();
+        let replayed = vigil_projections::incidents::all_incidents(&self.db).await.unwrap();
+        assert_eq!(replayed, live, "the replayed incidents equal the live ones");
+    }
+
     /// Makes the database unreachable for the running app, as an outage would.
     pub async fn take_database_away(&self) {
         self.database.drop_now().await;

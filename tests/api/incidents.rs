@@ -12,8 +12,8 @@ use crate::{
 /// A user with one incident opened from `source`'s firing fixture; returns (user, incident id).
 pub async fn user_with_incident(app: &TestApp, source: &str, path: &str) -> (String, String) {
     let user = app.new_user().await.id;
-    let placed = post_alert(app, &user, path, &fixture(source, "firing")).await;
-    (user, placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned())
+    let incident = incident_of_fixture(app, &user, source, path).await;
+    (user, incident)
 }
 
 async fn detail(app: &TestApp, user: &str, id: &str) -> Value {
@@ -27,6 +27,24 @@ async fn detail(app: &TestApp, user: &str, id: &str) -> Value {
 async fn patch(app: &TestApp, user: &str, id: &str, body: Value) -> reqwest::Response {
     app.send_as(user, Method::PATCH, &format!("/api/incidents/{id}"), Some(&body))
         .await
+}
+
+/// Asks to merge `source` into `target`.
+async fn merge(app: &TestApp, user: &str, target: &str, source: &str) -> reqwest::Response {
+    let body = json!({ "sourceIncidentId": source });
+    app.send_as(
+        user,
+        Method::POST,
+        &format!("/api/incidents/{target}/merge-alert"),
+        Some(&body),
+    )
+    .await
+}
+
+/// The incident a fixture's first alert went to.
+async fn incident_of_fixture(app: &TestApp, user: &str, source: &str, path: &str) -> String {
+    let placed = post_alert(app, user, path, &fixture(source, "firing")).await;
+    placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]
@@ -146,15 +164,7 @@ async fn other_users_cannot_see_patch_or_merge() {
         "not_found",
     )
     .await;
-    let merge = app
-        .send_as(
-            &intruder,
-            Method::POST,
-            &format!("/api/incidents/{own_id}/merge-alert"),
-            Some(&json!({ "sourceIncidentId": id })),
-        )
-        .await;
-    assert_error(merge, 404, "not_found").await;
+    assert_error(merge(&app, &intruder, &own_id, &id).await, 404, "not_found").await;
     assert_error(
         app.send_as(&intruder, Method::GET, &format!("/api/incidents/{id}/events"), None)
             .await,
@@ -272,27 +282,11 @@ async fn patch_transitions_and_side_effects() {
 async fn merge_moves_the_source_into_the_target() {
     let app = spawn_app_without_workers().await;
     let user = app.new_user().await.id;
-    let target = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await["alerts"][0]
-        ["incident_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let source = post_alert(&app, &user, "/api/source_g/deployment", &fixture("source_g", "firing")).await["alerts"][0]
-        ["incident_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let target = incident_of_fixture(&app, &user, "source_a", "/api/source_a/alerts").await;
+    let source = incident_of_fixture(&app, &user, "source_g", "/api/source_g/deployment").await;
     assert_ne!(target, source);
-    let merge_path = format!("/api/incidents/{target}/merge-alert");
 
-    let merged = app
-        .send_as(
-            &user,
-            Method::POST,
-            &merge_path,
-            Some(&json!({ "sourceIncidentId": source })),
-        )
-        .await;
+    let merged = merge(&app, &user, &target, &source).await;
     assert_eq!(merged.status(), 200);
     assert_eq!(
         merged.json::<Value>().await.unwrap(),
@@ -339,42 +333,10 @@ async fn merge_moves_the_source_into_the_target() {
     assert_eq!(manual["sourceType"], "source_g");
     assert_eq!(target_detail["affectedServices"], json!(["checkout-api", "orders-api"]));
 
-    let again = app
-        .send_as(
-            &user,
-            Method::POST,
-            &merge_path,
-            Some(&json!({ "sourceIncidentId": source })),
-        )
-        .await;
-    assert_error(again, 409, "conflict").await;
-    let into_itself = app
-        .send_as(
-            &user,
-            Method::POST,
-            &merge_path,
-            Some(&json!({ "sourceIncidentId": target })),
-        )
-        .await;
-    assert_error(into_itself, 400, "invalid_request").await;
-    let not_uuid = app
-        .send_as(
-            &user,
-            Method::POST,
-            &merge_path,
-            Some(&json!({ "sourceIncidentId": "nope" })),
-        )
-        .await;
-    assert_error(not_uuid, 400, "invalid_request").await;
-    let into_merged = app
-        .send_as(
-            &user,
-            Method::POST,
-            &format!("/api/incidents/{source}/merge-alert"),
-            Some(&json!({ "sourceIncidentId": target })),
-        )
-        .await;
-    assert_error(into_merged, 409, "conflict").await;
+    assert_error(merge(&app, &user, &target, &source).await, 409, "conflict").await;
+    assert_error(merge(&app, &user, &target, &target).await, 400, "invalid_request").await;
+    assert_error(merge(&app, &user, &target, "nope").await, 400, "invalid_request").await;
+    assert_error(merge(&app, &user, &source, &target).await, 409, "conflict").await;
 }
 
 #[tokio::test]
@@ -419,15 +381,8 @@ async fn replay_rebuilds_the_incident_tables() {
     let (user, id) = user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
     post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "related")).await;
     post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "resolved")).await;
-    let other = post_alert(&app, &user, "/api/source_f/deployment", &fixture("source_f", "firing")).await;
-    let other_id = other["alerts"][0]["incident_id"].as_str().unwrap();
-    app.send_as(
-        &user,
-        Method::POST,
-        &format!("/api/incidents/{id}/merge-alert"),
-        Some(&json!({ "sourceIncidentId": other_id })),
-    )
-    .await;
+    let other_id = incident_of_fixture(&app, &user, "source_f", "/api/source_f/deployment").await;
+    merge(&app, &user, &id, &other_id).await;
     patch(
         &app,
         &user,
@@ -436,12 +391,7 @@ async fn replay_rebuilds_the_incident_tables() {
     )
     .await;
 
-    let incidents = vigil_projections::incidents::all_incidents(&app.db).await.unwrap();
-    app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
-    assert_eq!(
-        vigil_projections::incidents::all_incidents(&app.db).await.unwrap(),
-        incidents
-    );
+    app.assert_incidents_replay_as_live().await;
     // The joined alerts are read from the events themselves, replay or not.
     let correlated = vigil_projections::incidents::correlated_alerts(&app.db, id.parse().unwrap())
         .await
@@ -462,24 +412,10 @@ async fn replay_rebuilds_the_incident_tables() {
 async fn replay_rebuilds_a_merge_into_a_later_incident() {
     let app = spawn_app_without_workers().await;
     let (user, earlier) = user_with_incident(&app, "source_c", "/api/source_c/alerts").await;
-    let later = post_alert(&app, &user, "/api/source_f/deployment", &fixture("source_f", "firing")).await;
-    let later = later["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
-    let merged = app
-        .send_as(
-            &user,
-            Method::POST,
-            &format!("/api/incidents/{later}/merge-alert"),
-            Some(&json!({ "sourceIncidentId": earlier })),
-        )
-        .await;
-    assert_eq!(merged.status(), 200);
+    let later = incident_of_fixture(&app, &user, "source_f", "/api/source_f/deployment").await;
+    assert_eq!(merge(&app, &user, &later, &earlier).await.status(), 200);
 
-    let incidents = vigil_projections::incidents::all_incidents(&app.db).await.unwrap();
-    app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
-    assert_eq!(
-        vigil_projections::incidents::all_incidents(&app.db).await.unwrap(),
-        incidents
-    );
+    app.assert_incidents_replay_as_live().await;
     assert_eq!(
         detail(&app, &user, &earlier).await["mergedIntoIncidentId"],
         later.as_str()
@@ -744,20 +680,7 @@ async fn merges_racing_in_opposite_directions_leave_one_whole_merge() {
         }
         let (a, b) = (ids[0].clone(), ids[1].clone());
         assert_ne!(a, b);
-        let merge = |target: String, source: &str| {
-            let body = json!({ "sourceIncidentId": source });
-            let (app, user) = (&app, &user);
-            async move {
-                app.send_as(
-                    user,
-                    Method::POST,
-                    &format!("/api/incidents/{target}/merge-alert"),
-                    Some(&body),
-                )
-                .await
-            }
-        };
-        let (b_into_a, a_into_b) = tokio::join!(merge(a.clone(), &b), merge(b.clone(), &a));
+        let (b_into_a, a_into_b) = tokio::join!(merge(&app, &user, &a, &b), merge(&app, &user, &b, &a));
         let statuses = [b_into_a.status().as_u16(), a_into_b.status().as_u16()];
         assert!(
             statuses == [200, 409] || statuses == [409, 200],
@@ -823,24 +746,11 @@ async fn concurrent_patches_through_three_instances_all_land() {
 async fn an_incident_patched_to_merged_can_still_be_merged_into_another() {
     let app = spawn_app_without_workers().await;
     let (user, target) = user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
-    let source = post_alert(&app, &user, "/api/source_f/deployment", &fixture("source_f", "firing")).await;
-    let source = source["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        patch(&app, &user, &source, json!({ "status": "merged" }))
-            .await
-            .status(),
-        200
-    );
+    let source = incident_of_fixture(&app, &user, "source_f", "/api/source_f/deployment").await;
+    let marked = patch(&app, &user, &source, json!({ "status": "merged" })).await;
+    assert_eq!(marked.status(), 200);
 
-    let merged = app
-        .send_as(
-            &user,
-            Method::POST,
-            &format!("/api/incidents/{target}/merge-alert"),
-            Some(&json!({ "sourceIncidentId": source })),
-        )
-        .await;
-    assert_eq!(merged.status(), 200);
+    assert_eq!(merge(&app, &user, &target, &source).await.status(), 200);
     let source = detail(&app, &user, &source).await;
     assert_eq!(source["mergedIntoIncidentId"], target.as_str());
     assert_eq!(detail(&app, &user, &target).await["correlatedAlertCount"], 1);

@@ -112,9 +112,7 @@ async fn one_batch_places_as_one_by_one_would() {
     assert_eq!(detail["incident"]["correlatedAlerts"].as_array().unwrap().len(), 1);
 
     // The read rows written with the batch are exactly what the projection makes of the events.
-    let live = all_incidents(&app.db).await.unwrap();
-    app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
-    assert_eq!(all_incidents(&app.db).await.unwrap(), live);
+    app.assert_incidents_replay_as_live().await;
 }
 
 #[tokio::test]
@@ -168,9 +166,7 @@ async fn a_batch_opening_and_growing_several_incidents_writes_each_its_own_rows(
         assert_eq!(detail["incident"]["alert"]["title"], *title);
     }
 
-    let live = all_incidents(&app.db).await.unwrap();
-    app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
-    assert_eq!(all_incidents(&app.db).await.unwrap(), live);
+    app.assert_incidents_replay_as_live().await;
 
     let embeddings = || async {
         sqlx::query_as::<_, (String, String, Vec<f32>)>(
@@ -261,9 +257,7 @@ async fn a_read_row_behind_its_events_is_filled_in_before_a_batch_projects() {
         "the missed event is applied first"
     );
     assert_eq!(detail["incident"]["correlatedAlertCount"], 1);
-    let live = all_incidents(&app.db).await.unwrap();
-    app.state.events.replay(&app.db, Some("incidents")).await.unwrap();
-    assert_eq!(all_incidents(&app.db).await.unwrap(), live);
+    app.assert_incidents_replay_as_live().await;
 }
 
 /// The correlated alert that fills an incident says so: its read row stops being offered to

@@ -78,6 +78,22 @@ fn patch(status: Option<IncidentStatus>) -> IncidentCommand {
     }
 }
 
+/// The owner merging the incident into `target` at `second`.
+fn merge_into(target: Uuid, second: u32) -> IncidentCommand {
+    IncidentCommand::MergeInto {
+        user_id: OWNER.into(),
+        target_incident_id: target,
+        at: at(second),
+    }
+}
+
+fn merged_into(target: Uuid, second: u32) -> IncidentEvent {
+    IncidentEvent::MergedInto {
+        target_incident_id: target,
+        at: at(second),
+    }
+}
+
 fn status_changed(status: IncidentStatus, analyzed_at: Option<DateTime<Utc>>) -> IncidentEvent {
     IncidentEvent::StatusChanged {
         status,
@@ -393,40 +409,19 @@ fn merge_into_another_incident() {
     let target = Uuid::from_u128(2);
     Given::with(())
         .given(vec![opened()])
-        .when(IncidentCommand::MergeInto {
-            user_id: OWNER.into(),
-            target_incident_id: target,
-            at: at(20),
-        })
-        .then_expect_events(vec![IncidentEvent::MergedInto {
-            target_incident_id: target,
-            at: at(20),
-        }]);
+        .when(merge_into(target, 20))
+        .then_expect_events(vec![merged_into(target, 20)]);
 }
 
 #[test]
 fn merge_refusals() {
     Given::with(())
         .given(vec![opened()])
-        .when(IncidentCommand::MergeInto {
-            user_id: OWNER.into(),
-            target_incident_id: incident_id(),
-            at: at(20),
-        })
+        .when(merge_into(incident_id(), 20))
         .then_expect_error_message("an incident cannot be merged into itself");
     Given::with(())
-        .given(vec![
-            opened(),
-            IncidentEvent::MergedInto {
-                target_incident_id: Uuid::from_u128(2),
-                at: at(20),
-            },
-        ])
-        .when(IncidentCommand::MergeInto {
-            user_id: OWNER.into(),
-            target_incident_id: Uuid::from_u128(3),
-            at: at(21),
-        })
+        .given(vec![opened(), merged_into(Uuid::from_u128(2), 20)])
+        .when(merge_into(Uuid::from_u128(3), 21))
         .then_expect_error(IncidentError::AlreadyMerged);
     Given::with(())
         .given(vec![opened()])
@@ -445,15 +440,8 @@ fn a_status_of_merged_without_a_target_does_not_refuse_a_merge() {
     let marked_merged = vec![opened(), status_changed(IncidentStatus::Merged, None)];
     Given::with(())
         .given(marked_merged.clone())
-        .when(IncidentCommand::MergeInto {
-            user_id: OWNER.into(),
-            target_incident_id: Uuid::from_u128(2),
-            at: at(20),
-        })
-        .then_expect_events(vec![IncidentEvent::MergedInto {
-            target_incident_id: Uuid::from_u128(2),
-            at: at(20),
-        }]);
+        .when(merge_into(Uuid::from_u128(2), 20))
+        .then_expect_events(vec![merged_into(Uuid::from_u128(2), 20)]);
     Given::with(())
         .given(marked_merged)
         .when(IncidentCommand::Absorb {
@@ -470,21 +458,11 @@ fn a_status_of_merged_without_a_target_does_not_refuse_a_merge() {
     Given::with(())
         .given(vec![
             opened(),
-            IncidentEvent::MergedInto {
-                target_incident_id: Uuid::from_u128(2),
-                at: at(20),
-            },
+            merged_into(Uuid::from_u128(2), 20),
             status_changed(IncidentStatus::Investigating, None),
         ])
-        .when(IncidentCommand::MergeInto {
-            user_id: OWNER.into(),
-            target_incident_id: Uuid::from_u128(3),
-            at: at(21),
-        })
-        .then_expect_events(vec![IncidentEvent::MergedInto {
-            target_incident_id: Uuid::from_u128(3),
-            at: at(21),
-        }]);
+        .when(merge_into(Uuid::from_u128(3), 21))
+        .then_expect_events(vec![merged_into(Uuid::from_u128(3), 21)]);
 }
 
 #[test]
@@ -543,10 +521,7 @@ fn the_alerts_of_a_history_are_its_opening_correlated_and_absorbed_ones_in_order
             alerts: vec![alert(7, "payments-api"), alert(8, "payments-api")],
             at: at(20),
         },
-        IncidentEvent::MergedInto {
-            target_incident_id: Uuid::from_u128(10),
-            at: at(30),
-        },
+        merged_into(Uuid::from_u128(10), 30),
     ];
     let ids: Vec<i64> = alerts_in(history).iter().map(|alert| alert.source_alert_id).collect();
     assert_eq!(ids, [1, 2, 7, 8]);
@@ -555,13 +530,7 @@ fn the_alerts_of_a_history_are_its_opening_correlated_and_absorbed_ones_in_order
 #[test]
 fn a_merged_incident_absorbs_nothing() {
     Given::with(())
-        .given(vec![
-            opened(),
-            IncidentEvent::MergedInto {
-                target_incident_id: Uuid::from_u128(2),
-                at: at(20),
-            },
-        ])
+        .given(vec![opened(), merged_into(Uuid::from_u128(2), 20)])
         .when(IncidentCommand::Absorb {
             user_id: OWNER.into(),
             source_incident_id: Uuid::from_u128(9),
