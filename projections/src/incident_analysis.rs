@@ -20,7 +20,8 @@ impl ReadModel<IncidentAnalysis> for IncidentAnalysisReadModel {
     ) -> Result<std::collections::HashMap<String, i64>, ProjectionError> {
         crate::projector::versions_by_uuid(
             conn,
-            "SELECT incident_id, version FROM incident_analyses WHERE incident_id = ANY($1::uuid[])",
+            "SELECT wanted.id, found.version FROM unnest($1::uuid[]) AS wanted(id)
+             CROSS JOIN LATERAL (SELECT version FROM incident_analyses WHERE incident_id = wanted.id LIMIT 1) found",
             aggregate_ids,
         )
         .await

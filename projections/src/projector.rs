@@ -358,6 +358,12 @@ async fn load_stream<A: Aggregate>(
 
 /// [`ReadModel::versions`] for read tables keyed by a UUID: `sql` selects `(id, version)` rows
 /// for the ids bound as `$1::uuid[]`. Ids that are not UUIDs have no read row.
+///
+/// Each id is looked up on its own (a lateral subquery with `LIMIT 1`, which the planner does
+/// not flatten into a join), so the plan stays a primary-key probe per id: a connection keeps
+/// the generic plan it made while the table was young, and `id = ANY($1)` was planned then as a
+/// scan of the whole table, kept as the table grew (seen with `auto_explain`; `query_plans`
+/// in the API tests checks every such statement).
 pub(crate) async fn versions_by_uuid(
     conn: &mut PgConnection,
     sql: &str,

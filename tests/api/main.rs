@@ -16,6 +16,7 @@ mod openapi;
 mod placement;
 mod postmortems;
 mod projections;
+mod query_plans;
 mod rate_limit;
 mod rca;
 mod users;

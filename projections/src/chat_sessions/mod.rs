@@ -25,7 +25,8 @@ impl ReadModel<ChatSession> for ChatSessionsReadModel {
     ) -> Result<std::collections::HashMap<String, i64>, ProjectionError> {
         crate::projector::versions_by_uuid(
             conn,
-            "SELECT id, version FROM chat_sessions WHERE id = ANY($1::uuid[])",
+            "SELECT wanted.id, found.version FROM unnest($1::uuid[]) AS wanted(id)
+             CROSS JOIN LATERAL (SELECT version FROM chat_sessions WHERE id = wanted.id LIMIT 1) found",
             aggregate_ids,
         )
         .await
@@ -168,14 +169,16 @@ pub async fn list_active(db: &PgPool, user_id: &str) -> sqlx::Result<Vec<ChatSes
 }
 
 /// One active session of the user; `None` for unknown, deleted or other users' sessions.
+///
+/// Read by primary key alone, owner and state checked on the row: with `user_id = $2 AND
+/// is_active` in the statement, a generic plan made while the table was young served it from
+/// `chat_sessions_user_recent`, reading every session of the user (kept as the table grew).
 pub async fn find_active(db: &PgPool, user_id: &str, id: Uuid) -> sqlx::Result<Option<ChatSessionRow>> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM chat_sessions WHERE id = $1 AND user_id = $2 AND is_active"
-    ))
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(db)
-    .await
+    let row: Option<ChatSessionRow> = sqlx::query_as(&format!("SELECT {COLUMNS} FROM chat_sessions WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(db)
+        .await?;
+    Ok(row.filter(|row| row.user_id == user_id && row.is_active))
 }
 
 /// Whether the id is taken by a session the user may not use: another user's, or a deleted one.

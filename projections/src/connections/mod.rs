@@ -17,10 +17,15 @@ impl ReadModel<Connection> for ConnectionsReadModel {
         conn: &mut PgConnection,
         aggregate_ids: &[&str],
     ) -> Result<std::collections::HashMap<String, i64>, ProjectionError> {
-        let rows: Vec<(String, i64)> = sqlx::query_as("SELECT id, version FROM user_connections WHERE id = ANY($1)")
-            .bind(aggregate_ids)
-            .fetch_all(conn)
-            .await?;
+        // One primary-key probe per id, whatever the statistics were when the plan was made
+        // (see `versions_by_uuid`).
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT wanted.id, found.version FROM unnest($1::text[]) AS wanted(id)
+             CROSS JOIN LATERAL (SELECT version FROM user_connections WHERE id = wanted.id LIMIT 1) found",
+        )
+        .bind(aggregate_ids)
+        .fetch_all(conn)
+        .await?;
         Ok(rows.into_iter().collect())
     }
 

@@ -28,7 +28,8 @@ impl ReadModel<Incident> for IncidentsReadModel {
     ) -> Result<std::collections::HashMap<String, i64>, ProjectionError> {
         crate::projector::versions_by_uuid(
             conn,
-            "SELECT id, version FROM incidents WHERE id = ANY($1::uuid[])",
+            "SELECT wanted.id, found.version FROM unnest($1::uuid[]) AS wanted(id)
+             CROSS JOIN LATERAL (SELECT version FROM incidents WHERE id = wanted.id LIMIT 1) found",
             aggregate_ids,
         )
         .await

@@ -55,19 +55,22 @@ pub async fn list_incidents(db: &PgPool, user_id: &str) -> sqlx::Result<Vec<Inci
     .await
 }
 
+/// One incident of the user's. Read by primary key alone, the owner checked on the row: with
+/// `user_id = $2` in the statement, a generic plan made while the table was young served it from
+/// `incidents_user_started`, reading every incident of the user (kept as the table grew).
 pub async fn find_incident(
     db: impl sqlx::PgExecutor<'_>,
     user_id: &str,
     id: Uuid,
 ) -> sqlx::Result<Option<IncidentRow>> {
-    sqlx::query_as(&format!(
+    let row: Option<IncidentRow> = sqlx::query_as(&format!(
         "SELECT {INCIDENT_COLUMNS} FROM incidents i LEFT JOIN incidents target ON target.id = i.merged_into_incident_id
-         WHERE i.id = $1 AND i.user_id = $2"
+         WHERE i.id = $1"
     ))
     .bind(id)
-    .bind(user_id)
     .fetch_optional(db)
-    .await
+    .await?;
+    Ok(row.filter(|row| row.user_id == user_id))
 }
 
 /// The user's incidents among `ids`, in the order of `ids` (ids that are not the user's are left out).
@@ -273,13 +276,15 @@ pub async fn citations(db: &PgPool, incident_id: Uuid) -> sqlx::Result<Vec<Citat
     .await
 }
 
-/// The complete original payload of the incident's opening alert.
+/// The complete original payload of the incident's opening alert. Read by primary key alone, the
+/// owner checked on the row (see [`find_incident`]; here the index a young table's plan took
+/// was `source_alerts_key`, and with it every alert the user ever sent).
 pub async fn opening_payload(db: &PgPool, user_id: &str, source_alert_id: i64) -> sqlx::Result<Option<Value>> {
-    sqlx::query_scalar("SELECT payload FROM source_alerts WHERE id = $1 AND user_id = $2")
+    let row: Option<(String, Value)> = sqlx::query_as("SELECT user_id, payload FROM source_alerts WHERE id = $1")
         .bind(source_alert_id)
-        .bind(user_id)
         .fetch_optional(db)
-        .await
+        .await?;
+    Ok(row.and_then(|(owner, payload)| (owner == user_id).then_some(payload)))
 }
 
 /// An open incident the correlator may attach a new alert to (placement reads these).

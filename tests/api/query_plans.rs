@@ -1,0 +1,111 @@
+//! Plans of the key lookups behind the API's reads and the projections' version checks.
+//!
+//! A pooled connection keeps the generic plan PostgreSQL makes for a statement (at its sixth
+//! execution) from the statistics of that moment, until the table is next analyzed. On a new
+//! database that moment comes while the tables are empty, and a plan that took another index then
+//! (or a scan) read every row of the user, or of the table, on every call as the table grew: a
+//! storm of chat-session creates for one user slowed to 37 ms each within seconds. Each statement
+//! here is prepared by the function the service calls, on empty tables, and its generic plan must
+//! probe the primary key.
+
+use sqlx::postgres::PgPoolOptions;
+use uuid::Uuid;
+use vigil_projections::{
+    chat_sessions::{self, ChatSessionsReadModel},
+    connections::ConnectionsReadModel,
+    incident_analysis::IncidentAnalysisReadModel,
+    incidents::{self, IncidentsReadModel},
+    ReadModel,
+};
+
+use crate::helpers::spawn_app_without_workers;
+
+#[tokio::test]
+async fn key_lookups_stay_primary_key_probes_when_planned_on_empty_tables() {
+    let app = spawn_app_without_workers().await;
+    // One connection, so that every statement the calls below prepare is on the one explained.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with((*app.db.connect_options()).clone())
+        .await
+        .unwrap();
+    let id = Uuid::new_v4();
+    let ids = [id.to_string()];
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    assert!(chat_sessions::find_active(&pool, "someone", id)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(incidents::find_incident(&pool, "someone", id).await.unwrap().is_none());
+    assert!(incidents::opening_payload(&pool, "someone", 1).await.unwrap().is_none());
+    let mut conn = pool.acquire().await.unwrap();
+    assert!(ChatSessionsReadModel
+        .versions(&mut conn, &ids)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(IncidentsReadModel.versions(&mut conn, &ids).await.unwrap().is_empty());
+    assert!(IncidentAnalysisReadModel
+        .versions(&mut conn, &ids)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(ConnectionsReadModel
+        .versions(&mut conn, &["cloud_a:1"])
+        .await
+        .unwrap()
+        .is_empty());
+
+    sqlx::query("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let prepared: Vec<(String, String, Vec<String>)> =
+        sqlx::query_as("SELECT name, statement, parameter_types::text[] FROM pg_prepared_statements")
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+    let argument = |parameter_type: &str| match parameter_type {
+        "uuid" => format!("'{id}'"),
+        "uuid[]" => format!("'{{{id}}}'"),
+        "text" | "character varying" => "'someone'".to_owned(),
+        "text[]" => "'{cloud_a:1}'".to_owned(),
+        "bigint" => "1".to_owned(),
+        other => panic!("no argument for a parameter of type {other}"),
+    };
+    let mut off_key = Vec::new();
+    for (statement, primary_key) in [
+        ("FROM chat_sessions WHERE id = $1", "chat_sessions_pkey"),
+        ("merged_into_incident_id\n         WHERE i.id = $1", "incidents_pkey"),
+        ("FROM source_alerts WHERE id = $1", "source_alerts_pkey"),
+        ("version FROM chat_sessions", "chat_sessions_pkey"),
+        ("version FROM incidents", "incidents_pkey"),
+        ("version FROM incident_analyses", "incident_analyses_pkey"),
+        ("version FROM user_connections", "user_connections_pkey"),
+    ] {
+        let (name, _, parameter_types) = prepared
+            .iter()
+            .find(|(_, text, _)| text.contains(statement))
+            .unwrap_or_else(|| panic!("no prepared statement contains {statement:?}: {prepared:#?}"));
+        let arguments: Vec<String> = parameter_types.iter().map(|t| argument(t)).collect();
+        let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE {name}({})", arguments.join(", ")))
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        let plan = plan.join("\n");
+        let scans: Vec<&str> = plan
+            .lines()
+            .map(str::trim)
+            .filter(|line| line.contains(" Scan ") && !line.contains("Function Scan"))
+            .collect();
+        let probe = format!("Index Scan using {primary_key} ");
+        let probes_the_key = !scans.is_empty()
+            && scans
+                .iter()
+                .all(|scan| scan.trim_start_matches("->  ").starts_with(&probe));
+        if !probes_the_key {
+            off_key.push(format!("{statement:?}, not a probe of {primary_key}:\n{plan}"));
+        }
+    }
+    assert!(off_key.is_empty(), "{}", off_key.join("\n\n"));
+}
