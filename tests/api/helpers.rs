@@ -168,6 +168,24 @@ impl TestApp {
         request.send().await.expect("request sent")
     }
 
+    /// The incident's event history (`GET /api/incidents/:id/events`) as `user_id` sees it.
+    pub async fn incident_events(&self, user_id: &str, incident_id: &str) -> Vec<Value> {
+        let response = self
+            .send_as(
+                user_id,
+                reqwest::Method::GET,
+                &format!("/api/incidents/{incident_id}/events"),
+                None,
+            )
+            .await;
+        assert_eq!(response.status(), 200, "event history read");
+        let mut history: Value = response.json().await.unwrap();
+        match history["events"].take() {
+            Value::Array(events) => events,
+            other => panic!("no events array: {other}"),
+        }
+    }
+
     /// Creates a chat session as `user_id` and returns the response body.
     pub async fn create_session(&self, user_id: &str, body: &Value) -> Value {
         let response = self

@@ -258,18 +258,8 @@ async fn patch_transitions_and_side_effects() {
         "updatedAt moves on every PATCH"
     );
 
-    let history: Value = app
-        .send_as(&user, Method::GET, &format!("/api/incidents/{id}/events"), None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    let kinds: Vec<&str> = history["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let history = app.incident_events(&user, &id).await;
+    let kinds: Vec<&str> = history.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(
         kinds.iter().filter(|kind| **kind == "ResolutionRequested").count(),
         1,
@@ -345,13 +335,7 @@ async fn the_event_history_names_its_actors() {
     let (user, id) = user_with_incident(&app, "source_i", "/api/source_i/webhook").await;
     post_alert(&app, &user, "/api/source_i/webhook", &fixture("source_i", "related")).await;
     patch(&app, &user, &id, json!({ "status": "analyzed" })).await;
-    let history: Value = app
-        .send_as(&user, Method::GET, &format!("/api/incidents/{id}/events"), None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    let events = history["events"].as_array().unwrap();
+    let events = app.incident_events(&user, &id).await;
     let summary: Vec<(i64, &str, &str)> = events
         .iter()
         .map(|e| {
@@ -448,15 +432,9 @@ async fn event_times_follow_the_sequence_whenever_their_transactions_began() {
     .unwrap();
     slow_writer.commit().await.unwrap();
 
-    let history: Value = app
-        .send_as(&user, Method::GET, &format!("/api/incidents/{id}/events"), None)
+    let times: Vec<chrono::DateTime<chrono::Utc>> = app
+        .incident_events(&user, &id)
         .await
-        .json()
-        .await
-        .unwrap();
-    let times: Vec<chrono::DateTime<chrono::Utc>> = history["events"]
-        .as_array()
-        .unwrap()
         .iter()
         .map(|event| event["recorded_at"].as_str().unwrap().parse().unwrap())
         .collect();
@@ -477,13 +455,8 @@ async fn as_of_shows_the_incident_as_it_stood_then() {
     )
     .await;
 
-    let history: Value = app
-        .send_as(&user, Method::GET, &format!("/api/incidents/{id}/events"), None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    let opened_at = history["events"][0]["recorded_at"].as_str().unwrap().to_owned();
+    let history = app.incident_events(&user, &id).await;
+    let opened_at = history[0]["recorded_at"].as_str().unwrap().to_owned();
     let at_opening: Value = app
         .send_as(
             &user,
@@ -725,15 +698,9 @@ async fn concurrent_patches_through_three_instances_all_land() {
     .await;
     assert!(statuses.iter().all(|status| *status == 200), "{statuses:?}");
 
-    let history: Value = app
-        .send_as(&user, Method::GET, &format!("/api/incidents/{id}/events"), None)
+    let summaries = app
+        .incident_events(&user, &id)
         .await
-        .json()
-        .await
-        .unwrap();
-    let summaries = history["events"]
-        .as_array()
-        .unwrap()
         .iter()
         .filter(|event| event["type"] == "SummaryWritten")
         .count();

@@ -680,24 +680,12 @@ async fn a_deployment_resolves_only_an_earlier_failure_and_a_running_one_reports
     let later = post_alert(&app, &user, path, &fixture("source_g", "resolved")).await;
     assert_eq!(later["alerts"][0]["incident_id"], json!(incident_id), "{later}");
 
-    let events: Value = app
-        .send_as(
-            &user,
-            Method::GET,
-            &format!("/api/incidents/{incident_id}/events"),
-            None,
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-    let resolutions = events["events"]
-        .as_array()
-        .unwrap()
+    let events = app.incident_events(&user, &incident_id).await;
+    let resolutions = events
         .iter()
         .filter(|event| event["type"].as_str().unwrap().contains("AlertResolved"))
         .count();
-    assert_eq!(resolutions, 1, "{events}");
+    assert_eq!(resolutions, 1, "{events:?}");
 }
 
 /// The ingestion budget is the user's, per source: tokens and the user's own header spend one.

@@ -40,15 +40,8 @@ async fn place(app: &TestApp, batch: &[Notification]) -> Vec<Vec<IngestedAlert>>
 }
 
 async fn event_types(app: &TestApp, user: &str, incident: &str) -> Vec<String> {
-    let events: Value = app
-        .send_as(user, Method::GET, &format!("/api/incidents/{incident}/events"), None)
+    app.incident_events(user, incident)
         .await
-        .json()
-        .await
-        .unwrap();
-    events["events"]
-        .as_array()
-        .unwrap()
         .iter()
         .map(|event| event["type"].as_str().unwrap().to_owned())
         .collect()
