@@ -45,8 +45,10 @@ impl Identity {
             Some(token) => state.login_sessions.user_of(&token).await?,
             None => None,
         };
-        let Some(claimed) = claimed_user_id(&parts.headers) else {
-            return Ok(session_user.map_or(Self::Anonymous, Self::User));
+        let claimed = match claimed_user_id(&parts.headers) {
+            Claim::Absent => return Ok(session_user.map_or(Self::Anonymous, Self::User)),
+            Claim::NotUtf8 => return Ok(Self::Unverified(String::new())),
+            Claim::Id(claimed) => claimed,
         };
         if claimed.len() > MAX_USER_ID_LEN {
             return Ok(Self::Unverified(claimed));
@@ -89,15 +91,36 @@ impl FromRequestParts<AppState> for AuthUser {
             Identity::Anonymous => Err(AppError::Unauthorized(
                 "authentication required: send the X-User-ID header or log in".into(),
             )),
-            Identity::Unverified(_) => Err(AppError::Unauthorized("invalid or unverified X-User-ID".into())),
+            Identity::Unverified(_) => Err(AppError::Unauthorized(
+                "invalid or unverified X-User-ID: at most 255 bytes of UTF-8, verified as the deployment requires"
+                    .into(),
+            )),
         }
     }
 }
 
-/// The raw `X-User-ID` value, trimmed; `None` when absent or blank.
-pub fn claimed_user_id(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get(USER_ID_HEADER)?.to_str().ok()?.trim();
-    (!value.is_empty()).then(|| value.to_owned())
+/// What `X-User-ID` claims.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// No header, or a blank one.
+    Absent,
+    /// Bytes that are not UTF-8: no id can be read from them, and a lossy reading could turn two
+    /// different ids into one.
+    NotUtf8,
+    /// The id, trimmed. UTF-8 beyond ASCII is an id like any other, as it is in the WebSocket's
+    /// `init`.
+    Id(String),
+}
+
+pub fn claimed_user_id(headers: &HeaderMap) -> Claim {
+    let Some(value) = headers.get(USER_ID_HEADER) else {
+        return Claim::Absent;
+    };
+    match std::str::from_utf8(value.as_bytes()).map(str::trim) {
+        Ok("") => Claim::Absent,
+        Ok(id) => Claim::Id(id.to_owned()),
+        Err(_) => Claim::NotUtf8,
+    }
 }
 
 pub fn session_token(headers: &HeaderMap) -> Option<String> {

@@ -125,7 +125,7 @@ pub struct BulkDeletedResponse {
     /// States the number deleted and whether the current session was kept.
     message: String,
     deleted_count: usize,
-    /// The session that was kept, when one was named.
+    /// The session that was kept: the one named, when it is an active session of the caller's.
     preserved_session_id: Option<Uuid>,
 }
 
@@ -277,8 +277,14 @@ async fn bulk_delete_sessions(
         ),
         None => None,
     };
+    let (kept, others): (Vec<Uuid>, Vec<Uuid>) = read::active_ids(&state.db, &user.id)
+        .await?
+        .into_iter()
+        .partition(|&id| Some(id) == keep);
+    // Only a session of the caller's that was there to keep is reported kept.
+    let preserved = kept.first().copied();
     let mut deleted_count = 0;
-    for id in read::active_ids_except(&state.db, &user.id, keep).await? {
+    for id in others {
         match delete_one(&state, &user, id).await {
             Ok(()) => deleted_count += 1,
             // Deleted concurrently by another request: not ours to count.
@@ -287,14 +293,14 @@ async fn bulk_delete_sessions(
         }
     }
     let plural = if deleted_count == 1 { "" } else { "s" };
-    let message = match keep {
+    let message = match preserved {
         Some(kept) => format!("Deleted {deleted_count} chat session{plural}; the current session {kept} was preserved"),
         None => format!("Deleted {deleted_count} chat session{plural}"),
     };
     Ok(Json(BulkDeletedResponse {
         message,
         deleted_count,
-        preserved_session_id: keep,
+        preserved_session_id: preserved,
     }))
 }
 

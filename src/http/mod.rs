@@ -133,7 +133,7 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
     tracing::debug_span!("request", method = %request.method(), path = %request.uri().path())
 }
 
-/// Spec Authentication §7: the frontend origin, with credentials, seven methods and six headers.
+/// Spec Authentication §7: the frontend origin, with credentials, the six methods and six headers.
 fn cors(frontend_url: &str) -> CorsLayer {
     let origin = HeaderValue::from_str(frontend_url.trim_end_matches('/'))
         .unwrap_or_else(|_| HeaderValue::from_static("http://localhost:3000"));
@@ -155,6 +155,14 @@ fn cors(frontend_url: &str) -> CorsLayer {
             HeaderName::from_static("x-user-id"),
             header::AUTHORIZATION,
             HeaderName::from_static("x-provider-preference"),
+        ])
+        // A browser shows a cross-origin script only the "safelisted" response headers unless
+        // told otherwise; the rate-limit headers are meant for the frontend.
+        .expose_headers([
+            HeaderName::from_static("x-ratelimit-limit"),
+            HeaderName::from_static("x-ratelimit-remaining"),
+            HeaderName::from_static("x-ratelimit-reset"),
+            header::RETRY_AFTER,
         ])
 }
 

@@ -106,7 +106,7 @@ async fn register(
     }
     let hash = state.passwords.hash(&request.password).await?;
     let user = users::insert(&state.db, &email, name, &hash).await?;
-    tracing::info!(user_id = %user.id, "user registered");
+    tracing::info!(user_id = ?user.id, "user registered");
     Ok((StatusCode::CREATED, Json(user.into())))
 }
 
@@ -126,11 +126,12 @@ async fn login(
         .verify(&request.password, user.as_ref().map(|user| user.password_hash.as_str()))
         .await?;
     let Some(user) = user.filter(|_| matches) else {
-        tracing::warn!(email = %request.email.trim(), "failed login");
+        // Debug formatting escapes what the caller typed (a newline would forge a log line).
+        tracing::warn!(email = ?request.email.trim(), "failed login");
         return Err(AppError::Unauthorized("invalid email or password".into()));
     };
     let cookie = state.login_sessions.open(&user.id).await?;
-    tracing::info!(user_id = %user.id, "user logged in");
+    tracing::info!(user_id = ?user.id, "user logged in");
     Ok((jar.add(cookie), Json(user.into())))
 }
 
@@ -176,7 +177,7 @@ async fn change_password(
         .verify(&request.current_password, Some(&user.password_hash))
         .await?
     {
-        tracing::warn!(user_id = %user.id, "password change refused: wrong current password");
+        tracing::warn!(user_id = ?user.id, "password change refused: wrong current password");
         return Err(AppError::Unauthorized("current password is incorrect".into()));
     }
     let hash = state.passwords.hash(&request.new_password).await?;
@@ -192,7 +193,7 @@ async fn change_password(
         .login_sessions
         .close_others(&user.id, current_session.as_deref())
         .await?;
-    tracing::info!(user_id = %user.id, "password changed");
+    tracing::info!(user_id = ?user.id, "password changed");
     Ok(Json(MessageResponse {
         message: "password changed".into(),
     }))

@@ -349,6 +349,50 @@ async fn identity_is_required() {
 }
 
 #[tokio::test]
+async fn a_user_id_beyond_ascii_is_an_id_and_bytes_that_are_not_utf8_are_refused() {
+    let app = spawn_app().await;
+    let request = |id: &[u8], method: Method, path: &str| {
+        app.client
+            .request(method, app.url(path))
+            .header("X-User-ID", reqwest::header::HeaderValue::from_bytes(id).unwrap())
+    };
+    let created = request("üser-ß-東京".as_bytes(), Method::POST, "/chat_api/sessions")
+        .json(&json!({ "title": "unicode owner" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let id = created.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listed: Value = request("üser-ß-東京".as_bytes(), Method::GET, "/chat_api/sessions")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"][0]["id"], json!(id));
+    let other = request(
+        "user-ss-東京".as_bytes(),
+        Method::GET,
+        &format!("/chat_api/sessions/{id}"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(other.status(), 404, "another id does not see it");
+
+    let not_utf8 = request(b"user-\xff\xfe", Method::GET, "/chat_api/sessions")
+        .send()
+        .await
+        .unwrap();
+    let error = assert_error(not_utf8, 401, "unauthorized").await;
+    assert!(error["error"].as_str().unwrap().contains("UTF-8"), "{error}");
+}
+
+#[tokio::test]
 async fn unknown_and_malformed_ids_are_not_found() {
     let app = spawn_app().await;
     let user = alice(&app).await;
@@ -464,6 +508,37 @@ async fn bulk_delete_keeps_the_current_session() {
         )
         .await;
     assert_error(bad, 400, "invalid_query").await;
+}
+
+#[tokio::test]
+async fn bulk_delete_reports_kept_only_a_session_of_the_callers_that_was_there() {
+    let app = spawn_app().await;
+    let (user, other) = (alice(&app).await, format!("other-{}", uuid::Uuid::new_v4()));
+    let others_session = app.create_session(&other, &json!({ "title": "theirs" })).await["id"].clone();
+    app.create_session(&user, &json!({ "title": "mine" })).await;
+    for named in [
+        others_session.as_str().unwrap().to_owned(),
+        uuid::Uuid::new_v4().to_string(),
+    ] {
+        let path = format!("/chat_api/sessions/bulk-delete?current_session_id={named}");
+        let body: Value = app
+            .send_as(&user, Method::DELETE, &path, None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(body["preserved_session_id"], Value::Null, "{body}");
+        assert!(!body["message"].as_str().unwrap().contains("preserved"), "{body}");
+    }
+    let theirs = app
+        .send_as(
+            &other,
+            Method::GET,
+            &format!("/chat_api/sessions/{}", others_session.as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(theirs.status(), 200, "the other user's session is untouched");
 }
 
 #[tokio::test]

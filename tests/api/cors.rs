@@ -84,3 +84,33 @@ async fn simple_requests_carry_the_cors_headers() {
         "true"
     );
 }
+
+#[tokio::test]
+async fn the_frontend_may_read_the_rate_limit_headers() {
+    let app = spawn_app().await;
+    let response = app
+        .client
+        .get(app.url("/chat_api/sessions"))
+        .header("Origin", "http://localhost:3000")
+        .header("X-User-ID", "cors-reader")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("x-ratelimit-remaining").is_some());
+    let exposed = response
+        .headers()
+        .get("access-control-expose-headers")
+        .expect("exposed headers listed")
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for name in [
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+        "retry-after",
+    ] {
+        assert!(exposed.split(',').any(|h| h.trim() == name), "{name} in {exposed}");
+    }
+}

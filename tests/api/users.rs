@@ -137,6 +137,38 @@ async fn failed_login_is_logged_without_the_password() {
     );
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_login_cannot_write_a_line_of_its_own_into_the_log() {
+    let logs = CapturedLogs::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let app = spawn_app().await;
+    let forged = "2026-01-01T00:00:00Z  INFO vigil: FORGED LINE";
+    let response = app
+        .post_json(
+            "/api/auth/login",
+            &json!({ "email": format!("evil@example.com\n{forged}\r"), "password": "12345678" }),
+        )
+        .await;
+    assert_eq!(response.status(), 401);
+
+    let text = logs.text();
+    let failed: Vec<&str> = text.lines().filter(|line| line.contains("failed login")).collect();
+    assert_eq!(failed.len(), 1, "{text}");
+    assert!(
+        failed[0].contains(r"evil@example.com\n2026"),
+        "escaped in its own line: {text}"
+    );
+    assert!(
+        !text.lines().any(|line| line.starts_with(forged)),
+        "no line of the caller's making: {text}"
+    );
+}
+
 #[tokio::test]
 async fn change_password_error_table() {
     let app = spawn_app().await;

@@ -8,14 +8,15 @@ use serde_json::{json, Value};
 use vigil_aggregates::chat_session::Message;
 
 /// A `data:image/...;base64,...` URL, alone or as the target of a markdown image `![alt](...)`.
+/// The scheme, the media type and `base64` are case-insensitive (RFC 2397); the data is not.
 static DATA_URL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:!\[[^\]]*\]\()?data:(image/[A-Za-z0-9.+-]+);base64,([A-Za-z0-9+/]+=*)\)?")
+    Regex::new(r"(?:!\[[^\]]*\]\()?(?i:data:(image/[a-z0-9.+-]+);base64,)([A-Za-z0-9+/]+=*)\)?")
         .expect("valid data URL pattern")
 });
 
 /// A whole `images` entry that is one data URL.
 static WHOLE_DATA_URL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^data:(image/[A-Za-z0-9.+-]+);base64,([A-Za-z0-9+/]+=*)$").expect("valid data URL pattern")
+    Regex::new(r"^(?i:data:(image/[a-z0-9.+-]+);base64,)([A-Za-z0-9+/]+=*)$").expect("valid data URL pattern")
 });
 
 /// Moves inline data-URL images of `message.text` into `message.images` (`displayData`, `type`,
@@ -27,7 +28,7 @@ pub fn split_inline_images(mut message: Message) -> Message {
             complete_image_entry(entry, index + 1);
         }
     }
-    if !message.text.contains("data:image/") {
+    if !DATA_URL.is_match(&message.text) {
         return message;
     }
     let mut images = message.images.take().unwrap_or_default();
@@ -35,7 +36,7 @@ pub fn split_inline_images(mut message: Message) -> Message {
     let mut last_end = 0;
     for found in DATA_URL.captures_iter(&message.text) {
         let whole = found.get(0).expect("group 0 always matches");
-        let (mime, data) = (&found[1], &found[2]);
+        let (mime, data) = (found[1].to_ascii_lowercase(), &found[2]);
         // A lone trailing `)` belongs to the URL only when the markdown `![..](` opened it.
         let consumed_paren = whole.as_str().ends_with(')') && !whole.as_str().starts_with("![");
         let end = if consumed_paren { whole.end() - 1 } else { whole.end() };
@@ -45,7 +46,7 @@ pub fn split_inline_images(mut message: Message) -> Message {
             "displayData": format!("data:{mime};base64,{data}"),
             "type": mime,
             "data": data,
-            "name": format!("image_{}.{}", images.len() + 1, extension(mime)),
+            "name": format!("image_{}.{}", images.len() + 1, extension(&mime)),
         }));
     }
     text.push_str(&message.text[last_end..]);
@@ -68,7 +69,7 @@ fn complete_image_entry(entry: &mut Value, number: usize) {
     let Some(found) = WHOLE_DATA_URL.captures(&url) else {
         return;
     };
-    let (mime, data) = (&found[1], &found[2]);
+    let (mime, data) = (found[1].to_ascii_lowercase(), &found[2]);
     if entry.is_string() {
         *entry = json!({ "displayData": url });
     }
@@ -77,7 +78,7 @@ fn complete_image_entry(entry: &mut Value, number: usize) {
     fields.entry("data").or_insert_with(|| json!(data));
     fields
         .entry("name")
-        .or_insert_with(|| json!(format!("image_{number}.{}", extension(mime))));
+        .or_insert_with(|| json!(format!("image_{number}.{}", extension(&mime))));
 }
 
 fn extension(mime: &str) -> &str {
@@ -98,6 +99,21 @@ mod tests {
         let message = Message::user("Look at this graph ![chart](data:image/png;base64,iVBORw0KGgo=) why the spike?");
         let split = split_inline_images(message);
         assert_eq!(split.text, "Look at this graph  why the spike?");
+        assert_eq!(
+            split.images.unwrap(),
+            vec![json!({
+                "displayData": "data:image/png;base64,iVBORw0KGgo=",
+                "type": "image/png",
+                "data": "iVBORw0KGgo=",
+                "name": "image_1.png",
+            })]
+        );
+    }
+
+    #[test]
+    fn data_url_prefix_is_case_insensitive_and_its_data_is_kept_as_sent() {
+        let split = split_inline_images(Message::user("pre DATA:IMAGE/PNG;BASE64,iVBORw0KGgo= post"));
+        assert_eq!(split.text, "pre  post");
         assert_eq!(
             split.images.unwrap(),
             vec![json!({

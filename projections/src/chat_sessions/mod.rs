@@ -201,11 +201,10 @@ pub async fn active_for_incident(db: &PgPool, user_id: &str, incident_id: Uuid) 
     .await
 }
 
-/// Ids of the user's active sessions, except `keep`.
-pub async fn active_ids_except(db: &PgPool, user_id: &str, keep: Option<Uuid>) -> sqlx::Result<Vec<Uuid>> {
-    sqlx::query_scalar("SELECT id FROM chat_sessions WHERE user_id = $1 AND is_active AND id IS DISTINCT FROM $2")
+/// Ids of the user's active sessions.
+pub async fn active_ids(db: &PgPool, user_id: &str) -> sqlx::Result<Vec<Uuid>> {
+    sqlx::query_scalar("SELECT id FROM chat_sessions WHERE user_id = $1 AND is_active")
         .bind(user_id)
-        .bind(keep)
         .fetch_all(db)
         .await
 }
