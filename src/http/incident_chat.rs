@@ -56,8 +56,8 @@ pub struct Accepted {
     request_body = IncidentQuestion,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 202, body = Accepted),
-        (status = 400, description = "no identity, bad id, empty question or unknown mode", body = ErrorBody),
-        (status = 404, description = "no such incident or session of the caller's", body = ErrorBody)))]
+        (status = 400, description = "no identity, bad id or session_id, empty question or unknown mode", body = ErrorBody),
+        (status = 404, description = "no such incident of the caller's, or no session of the caller's about it", body = ErrorBody)))]
 async fn ask_about_incident(
     State(state): State<AppState>,
     user: IncidentUser,
@@ -84,9 +84,17 @@ async fn ask_about_incident(
     let actor = Actor::User(&user.id);
     let (session_id, is_new_session) = match param.session_id.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         Some(raw) => {
-            let session_id = Uuid::parse_str(raw).map_err(|_| AppError::NotFound("chat session not found".into()))?;
-            if sessions::find_active(&state.db, &user.id, session_id).await?.is_none() {
-                return Err(AppError::NotFound("chat session not found".into()));
+            let session_id = Uuid::parse_str(raw)
+                .map_err(|_| AppError::bad_request("invalid_query", "session_id must be a UUID"))?;
+            // Only a session about this incident continues here: another's would get this
+            // incident's question and answer while still listed under its own incident.
+            let about_this_incident = sessions::find_active(&state.db, &user.id, session_id)
+                .await?
+                .is_some_and(|session| session.incident_id == Some(id));
+            if !about_this_incident {
+                return Err(AppError::NotFound(
+                    "no chat session about this incident has that id".into(),
+                ));
             }
             (session_id, false)
         }

@@ -126,4 +126,56 @@ async fn bad_requests_and_other_users_are_refused() {
         )
         .await;
     assert_error(no_session, 404, "not_found").await;
+    let malformed = app
+        .send_as(&user, Method::POST, &format!("{path}?session_id=nope"), Some(&question))
+        .await;
+    assert_error(malformed, 400, "invalid_query").await;
+}
+
+/// A session continues only under its own incident: one about another incident, or a plain chat
+/// session, would get this incident's question while listed elsewhere.
+#[tokio::test]
+async fn a_session_about_another_incident_or_none_does_not_continue_here() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let first = incident(&app, &user).await;
+    let plain = app.create_session(&user, &json!({ "title": "general" })).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let accepted: Value = app
+        .send_as(
+            &user,
+            Method::POST,
+            &format!("/api/incidents/{first}/chat"),
+            Some(&json!({ "question": "What broke?" })),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let about_first = accepted["session_id"].as_str().unwrap().to_owned();
+    completed_session(&app, &user, &about_first).await;
+
+    let placed = post_alert(&app, &user, "/api/source_d/webhook", &fixture("source_d", "firing")).await;
+    let second = placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    assert_ne!(second, first);
+    for session in [&about_first, &plain] {
+        let refused = app
+            .send_as(
+                &user,
+                Method::POST,
+                &format!("/api/incidents/{second}/chat?session_id={session}"),
+                Some(&json!({ "question": "And this one?" })),
+            )
+            .await;
+        assert_error(refused, 404, "not_found").await;
+    }
+    let untouched: Value = app
+        .send_as(&user, Method::GET, &format!("/chat_api/sessions/{about_first}"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(untouched["messages"].as_array().unwrap().len(), 2, "{untouched}");
 }

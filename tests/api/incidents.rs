@@ -722,3 +722,26 @@ async fn an_incident_patched_to_merged_can_still_be_merged_into_another() {
     assert_eq!(source["mergedIntoIncidentId"], target.as_str());
     assert_eq!(detail(&app, &user, &target).await["correlatedAlertCount"], 1);
 }
+
+/// PATCHing a merged incident back to `investigating` does not undo the merge (its target keeps
+/// the alerts), so a second merge would list its alerts in two incidents: 409.
+#[tokio::test]
+async fn an_incident_patched_back_after_a_merge_is_not_merged_again() {
+    let app = spawn_app_without_workers().await;
+    let (user, target) = user_with_incident(&app, "source_a", "/api/source_a/alerts").await;
+    let source = incident_of_fixture(&app, &user, "source_f", "/api/source_f/deployment").await;
+    let other = incident_of_fixture(&app, &user, "source_c", "/api/source_c/alerts").await;
+    assert_eq!(merge(&app, &user, &target, &source).await.status(), 200);
+    let reopened = patch(&app, &user, &source, json!({ "status": "investigating" })).await;
+    assert_eq!(reopened.status(), 200);
+
+    assert_error(merge(&app, &user, &other, &source).await, 409, "conflict").await;
+    assert_error(merge(&app, &user, &target, &source).await, 409, "conflict").await;
+    assert_error(merge(&app, &user, &source, &other).await, 409, "conflict").await;
+    assert_eq!(detail(&app, &user, &other).await["correlatedAlertCount"], 0);
+    assert_eq!(detail(&app, &user, &target).await["correlatedAlertCount"], 1);
+    assert_eq!(
+        detail(&app, &user, &source).await["mergedIntoIncidentId"],
+        target.as_str()
+    );
+}

@@ -545,10 +545,12 @@ impl Incident {
         }
     }
 
-    /// Merged into an incident, and still so. A status of `merged` set by PATCH names no
-    /// target: such an incident may still be merged, as source or target.
+    /// Merged into an incident. A status PATCHed away from `merged` afterwards does not undo the
+    /// merge (the target still holds its alerts, and the spec's PATCH does nothing else): merged
+    /// again, its alerts would be two incidents' at once. A status of `merged` set by PATCH names
+    /// no target: such an incident may still be merged, as source or target.
     fn is_merged_into_another(&self) -> bool {
-        self.status == IncidentStatus::Merged && self.merged_into.is_some()
+        self.merged_into.is_some()
     }
 
     /// The owner (empty before the incident is opened).

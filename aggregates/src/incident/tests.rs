@@ -434,9 +434,10 @@ fn merge_refusals() {
 }
 
 /// `merged` set by PATCH names no target: the incident is not merged into anything yet, so it
-/// can still be merged (as source or target). So can one PATCHed back out of a merge.
+/// can still be merged (as source or target). One PATCHed back to `investigating` after a merge
+/// is still merged into its target, which holds its alerts.
 #[test]
-fn a_status_of_merged_without_a_target_does_not_refuse_a_merge() {
+fn a_status_of_merged_without_a_target_does_not_refuse_a_merge_and_patching_a_merge_away_does_not_undo_it() {
     let marked_merged = vec![opened(), status_changed(IncidentStatus::Merged, None)];
     Given::with(())
         .given(marked_merged.clone())
@@ -462,7 +463,20 @@ fn a_status_of_merged_without_a_target_does_not_refuse_a_merge() {
             status_changed(IncidentStatus::Investigating, None),
         ])
         .when(merge_into(Uuid::from_u128(3), 21))
-        .then_expect_events(vec![merged_into(Uuid::from_u128(3), 21)]);
+        .then_expect_error(IncidentError::AlreadyMerged);
+    Given::with(())
+        .given(vec![
+            opened(),
+            merged_into(Uuid::from_u128(2), 20),
+            status_changed(IncidentStatus::Investigating, None),
+        ])
+        .when(IncidentCommand::Absorb {
+            user_id: OWNER.into(),
+            source_incident_id: Uuid::from_u128(9),
+            alerts: vec![alert(7, "payments-api")],
+            at: at(21),
+        })
+        .then_expect_error(IncidentError::AlreadyMerged);
 }
 
 #[test]

@@ -62,7 +62,11 @@ fn parse_alert(
     received_at: DateTime<Utc>,
 ) -> Result<NormalizedAlert, ParseError> {
     let labels = alert.object_or_empty("labels")?;
-    let key = match (alert.get("fingerprint"), labels_fingerprint(alert.get("labels"))) {
+    // A blank fingerprint is an unset one, as everywhere (README: the unset markers read as absent).
+    let fingerprint = alert
+        .get("fingerprint")
+        .filter(|value| !value.as_str().is_some_and(|text| text.trim().is_empty()));
+    let key = match (fingerprint, labels_fingerprint(alert.get("labels"))) {
         (None, Some(key)) => key,
         _ => alert.require_id("fingerprint")?,
     };
@@ -142,6 +146,19 @@ mod tests {
             &json!({"alerts": [{"status": "firing", "startsAt": "2026-11-20T10:00:00Z"}]}),
             "missing field `alerts[0].fingerprint`",
         );
+    }
+
+    #[test]
+    fn a_blank_fingerprint_is_an_unset_one() {
+        let labels = json!({"alertname": "HighCPU", "job": "node"});
+        let blank = parse_one(
+            SOURCE,
+            &json!({"alerts": [{"fingerprint": " ", "labels": labels.clone()}]}),
+        );
+        let absent = parse_one(SOURCE, &json!({"alerts": [{"labels": labels}]}));
+        assert_eq!(blank.key, absent.key);
+        assert!(blank.key.starts_with("labels:"), "{}", blank.key);
+        assert!(parse(SOURCE, &json!({"alerts": [{"fingerprint": ""}]}), received_at()).is_err());
     }
 
     #[test]
@@ -300,6 +317,7 @@ mod tests {
             }
         );
         let payload = with(fixture(SOURCE, Fixture::Firing), "/alerts/0/fingerprint", json!(" "));
+        let payload = without(payload, "/alerts/0/labels");
         assert_error(SOURCE, &payload, "field `alerts[0].fingerprint` must not be empty");
     }
 

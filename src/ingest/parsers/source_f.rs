@@ -10,8 +10,9 @@ use super::value::{
 };
 use super::{AlertKind, NormalizedAlert, ParseError, Source};
 
-/// `None` for a build still running (no `result`, an in-progress `phase`): it reports no outcome,
-/// so it neither opens an incident nor resolves one.
+/// `None` for a build still running (no `result`, an in-progress `phase`) or one that was not built
+/// (`NOT_BUILT`: skipped, say, after an upstream failure): it reports no outcome, so it neither
+/// opens an incident nor resolves one.
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Option<NormalizedAlert>, ParseError> {
     let root = Obj::root(payload)?;
     let job_name = root.require_id("job_name")?;
@@ -20,7 +21,11 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
     let environment = root.text("environment")?;
     let result = root.text("result")?;
     let phase = root.text("phase")?;
-    if result.is_none() && phase.as_deref().is_some_and(is_deployment_in_progress) {
+    let no_outcome = match result.as_deref() {
+        Some(result) => is_deployment_in_progress(result),
+        None => phase.as_deref().is_some_and(is_deployment_in_progress),
+    };
+    if no_outcome {
         return Ok(None);
     }
     let title = title(
@@ -217,6 +222,18 @@ mod tests {
                 super::super::parse(SOURCE, &payload, received_at()).unwrap(),
                 vec![],
                 "{phase}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_build_that_was_not_built_reports_nothing() {
+        for result in ["NOT_BUILT", "not_built"] {
+            let payload = with(fixture(SOURCE, Fixture::Firing), "/result", json!(result));
+            assert_eq!(
+                super::super::parse(SOURCE, &payload, received_at()).unwrap(),
+                vec![],
+                "{result}"
             );
         }
     }
