@@ -344,17 +344,21 @@ impl Placer {
             &mut found.group_incidents.iter().map(|&(index, id, _)| (index, id)),
             |alert| alert.group_key.as_str(),
         );
-        let holders = keyed(&mut found.key_holders.iter().copied(), |alert| alert.key.as_str());
+        let holders: HashMap<Occurrence, Uuid> = found
+            .key_holders
+            .iter()
+            .map(|&(index, incident_id)| (items[index].occurrence(), incident_id))
+            .collect();
         let versions_seen = found.versions_seen();
         let mut candidates = self.candidates(found.candidates, &windows, stale);
         let mut plan = Plan::default();
         let mut placed_groups: HashMap<(&str, &str, &str), (Uuid, DateTime<Utc>)> = HashMap::new();
-        let mut placed_keys: HashMap<(&str, &str, &str), Uuid> = HashMap::new();
+        let mut placed_occurrences: HashMap<Occurrence, Uuid> = HashMap::new();
         for (index, (item, alert_id)) in items.iter().zip(&fresh).enumerate() {
             let Some(alert_id) = *alert_id else { continue };
             let alert = item.alert;
             let group = (item.user_id, alert.source.as_str(), alert.group_key.as_str());
-            let key = (item.user_id, alert.source.as_str(), alert.key.as_str());
+            let occurrence = item.occurrence();
             let placement = if alert.resolved {
                 // A deployment's success resolves only a failure that came before it.
                 let placed_before = placed_groups
@@ -375,7 +379,8 @@ impl Placer {
                     );
                 }
                 incident.map(|incident_id| (incident_id, false))
-            } else if let Some(&incident_id) = placed_keys.get(&key).or_else(|| holders.get(&key)) {
+            } else if let Some(&incident_id) = placed_occurrences.get(&occurrence).or_else(|| holders.get(&occurrence))
+            {
                 // A state change of an alert an open incident already holds (acknowledged, re-notified).
                 Some((incident_id, false))
             } else {
@@ -424,7 +429,7 @@ impl Placer {
                 }
             };
             if let (Some((incident_id, _)), false) = (placement, alert.resolved) {
-                placed_keys.insert(key, incident_id);
+                placed_occurrences.insert(occurrence, incident_id);
                 placed_groups.insert(group, (incident_id, alert.fired_at));
             }
             plan.placements.push((index, alert_id, placement));
@@ -679,7 +684,22 @@ struct Delivery<'a> {
     fired_at: DateTime<Utc>,
 }
 
+/// An occurrence of an alert: its key and when it fired. The same key firing again (after its
+/// recovery, or with its recovery never sent) is a new alert, correlated or opening an incident
+/// like any other; only an occurrence's state changes (acknowledged, notified again) stay with the
+/// incident that holds it, as they are.
+type Occurrence<'a> = (&'a str, &'a str, &'a str, DateTime<Utc>);
+
 impl<'a> Item<'a> {
+    fn occurrence(&self) -> Occurrence<'a> {
+        (
+            self.user_id,
+            self.alert.source.as_str(),
+            &self.alert.key,
+            self.alert.fired_at,
+        )
+    }
+
     fn delivery(&self) -> Delivery<'a> {
         Delivery {
             user_id: self.user_id,
@@ -842,8 +862,8 @@ struct DeliveryRow {
 
 /// In one statement (one round trip), what placement decides from: for each item, its delivery's
 /// row if an earlier notification recorded it, else a fresh id from the table's sequence; the
-/// incidents holding the items' keys; the incidents of the recoveries' groups; every user's
-/// correlation candidates; every user's cursor. The reads share the statement's snapshot, and the
+/// open incidents holding the items' occurrences (key and fired-at time); the incidents of the
+/// recoveries' groups; every user's correlation candidates; every user's cursor. The reads share the statement's snapshot, and the
 /// batch's write requires the cursors to be where that snapshot found them: so whatever the batch
 /// decides from these reads, no batch of these users has been placed since, which is what makes
 /// the deliveries' deduplication safe without inserting first. Lookups run for every item,
@@ -905,7 +925,8 @@ async fn look_up(
               FROM probed q CROSS JOIN LATERAL (
                   SELECT s.incident_id FROM source_alerts s
                   WHERE q.seen AND s.user_id = q.user_id AND s.source_type = q.source_type
-                    AND s.alert_key = q.alert_key AND NOT s.resolved AND s.incident_id IS NOT NULL
+                    AND s.alert_key = q.alert_key AND s.fired_at = q.fired_at AND NOT s.resolved
+                    AND s.incident_id IS NOT NULL
                     AND EXISTS (SELECT 1 FROM incidents i
                                 WHERE i.id = s.incident_id AND i.status IN ('investigating', 'analyzed'))
                   ORDER BY s.id DESC LIMIT 1

@@ -131,6 +131,59 @@ async fn redelivery_is_idempotent() {
     assert_eq!(rows, 1, "no second source alert row");
 }
 
+/// An alert that fires again (a new `startsAt`) is a new occurrence: correlated with the incident
+/// that held it while that is near, opening another later, after a recovery or without one. A
+/// state change of the same occurrence (acknowledged) stays with its incident as it is.
+#[tokio::test]
+async fn an_alert_firing_again_is_a_new_alert_and_an_acknowledgement_is_not() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let firing_at = |starts_at: &str| {
+        let mut body = fixture("source_a", "firing");
+        body["alerts"][0]["startsAt"] = json!(starts_at);
+        body
+    };
+    let first = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let incident = first["alerts"][0]["incident_id"].clone();
+    post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "resolved")).await;
+
+    let soon_after = post_alert(&app, &user, "/api/source_a/alerts", &firing_at("2026-11-20T14:04:10Z")).await;
+    assert_eq!(soon_after["alerts"][0]["incident_id"], incident, "{soon_after}");
+    assert_eq!(soon_after["alerts"][0]["correlated"], true, "{soon_after}");
+    assert_ne!(soon_after["alerts"][0]["alert_id"], first["alerts"][0]["alert_id"]);
+    let detail = app
+        .send_as(
+            &user,
+            reqwest::Method::GET,
+            &format!("/api/incidents/{}", incident.as_str().unwrap()),
+            None,
+        )
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(detail["incident"]["correlatedAlertCount"], 1, "{detail}");
+
+    // Two days on, with no recovery sent in between (`send_resolved: false`).
+    let days_later = post_alert(&app, &user, "/api/source_a/alerts", &firing_at("2026-11-22T14:02:10Z")).await;
+    assert_eq!(days_later["alerts"][0]["correlated"], false, "{days_later}");
+    assert_ne!(days_later["alerts"][0]["incident_id"], incident, "{days_later}");
+    assert_eq!(incidents_of(&app, &user).await.len(), 2);
+
+    let triggered = fixture("source_b", "firing");
+    let opened = post_alert(&app, &user, "/api/source_b/webhook", &triggered).await;
+    let mut acknowledged = triggered.clone();
+    acknowledged["event"]["event_type"] = json!("incident.acknowledged");
+    acknowledged["event"]["data"]["status"] = json!("acknowledged");
+    let acked = post_alert(&app, &user, "/api/source_b/webhook", &acknowledged).await;
+    assert_eq!(
+        acked["alerts"][0]["incident_id"], opened["alerts"][0]["incident_id"],
+        "{acked}"
+    );
+    assert_eq!(acked["alerts"][0]["correlated"], false, "{acked}");
+    assert_eq!(incidents_of(&app, &user).await.len(), 3);
+}
+
 /// A key longer than an index entry can hold (incompressible, 6,000 characters) is stored as its
 /// digest: accepted, deduplicated, and its recovery still finds its incident.
 #[tokio::test]
