@@ -99,6 +99,9 @@ impl Refusal {
     }
 }
 
+/// A message naming another user than the connection's `init`.
+const NOT_YOURS: &str = "user_id does not match the one this connection was initialised with";
+
 pub struct Connection {
     /// Names this connection among the followers of a session.
     id: Uuid,
@@ -173,7 +176,9 @@ impl Connection {
                     self.outbox
                         .refuse(query.session_id.trim(), INIT_FIRST, Some("INIT_REQUIRED"))
                 }
-                _ => self.outbox.send(ServerMessage::error(INIT_FIRST)),
+                _ => self
+                    .outbox
+                    .send(ServerMessage::coded_error(INIT_FIRST, "INIT_REQUIRED")),
             };
         };
         match message {
@@ -182,16 +187,15 @@ impl Connection {
             ClientMessage::Cancel {
                 session_id,
                 user_id: Some(claimed),
-            } if claimed != user_id => self.refuse_cancel(
-                &session_id,
-                "user_id does not match the one this connection was initialised with",
-                Severity::Error,
-                "USER_MISMATCH",
-            ),
+            } if claimed != user_id => self.refuse_cancel(&session_id, NOT_YOURS, Severity::Error, "USER_MISMATCH"),
             ClientMessage::Cancel { session_id, .. } => self.cancel(&user_id, &session_id),
+            ClientMessage::Confirmation {
+                user_id: Some(claimed), ..
+            } if claimed != user_id => self.outbox.send(ServerMessage::coded_error(NOT_YOURS, "USER_MISMATCH")),
             ClientMessage::Confirmation {
                 confirmation_id,
                 approved,
+                ..
             } => match self.confirmations.remove(&confirmation_id) {
                 Some((_, (_, answer))) => {
                     let _ = answer.send(approved);
@@ -253,10 +257,7 @@ impl Connection {
     fn admit(&mut self, user_id: &str, query: &ChatQuery, sid: &str) -> Result<Uuid, Refusal> {
         let within_rate = self.bucket.try_take(Instant::now());
         if query.user_id != user_id {
-            return Err(Refusal::new(
-                "user_id does not match the one this connection was initialised with",
-                "USER_MISMATCH",
-            ));
+            return Err(Refusal::new(NOT_YOURS, "USER_MISMATCH"));
         }
         if let Err(wait) = within_rate {
             return Err(Refusal::new(

@@ -20,9 +20,11 @@ pub enum ClientMessage {
         session_id: String,
         user_id: Option<String>,
     },
+    /// `user_id` is checked against the connection's when given.
     Confirmation {
         confirmation_id: String,
         approved: bool,
+        user_id: Option<String>,
     },
 }
 
@@ -154,6 +156,7 @@ impl ClientMessage {
                 Ok(Self::Confirmation {
                     confirmation_id,
                     approved,
+                    user_id: string_field(&value, "user_id"),
                 })
             }
             Some(other) => Err(ParseError::new(format!(
@@ -290,6 +293,15 @@ impl ServerMessage {
         Self::new("error", json!({ "text": text.into(), "severity": "error" }), None)
     }
 
+    /// An error about no one session, with a machine-readable `code`.
+    pub fn coded_error(text: impl Into<String>, code: &str) -> Self {
+        Self::new(
+            "error",
+            json!({ "text": text.into(), "severity": "error", "code": code }),
+            None,
+        )
+    }
+
     /// An error about one session's query or workflow; `code` is machine-readable when given.
     pub fn session_error(session_id: &str, text: impl Into<String>, severity: Severity, code: Option<&str>) -> Self {
         let mut data = json!({ "text": text.into(), "severity": severity, "session_id": session_id });
@@ -342,7 +354,18 @@ mod tests {
             ClientMessage::parse(r#"{"type":"confirmation_response","confirmation_id":"c","approved":false}"#),
             Ok(ClientMessage::Confirmation {
                 confirmation_id: "c".into(),
-                approved: false
+                approved: false,
+                user_id: None,
+            })
+        );
+        assert_eq!(
+            ClientMessage::parse(
+                r#"{"type":"confirmation_response","confirmation_id":"c","approved":true,"user_id":"u1"}"#
+            ),
+            Ok(ClientMessage::Confirmation {
+                confirmation_id: "c".into(),
+                approved: true,
+                user_id: Some("u1".into()),
             })
         );
         let Ok(ClientMessage::Query(query)) = ClientMessage::parse(

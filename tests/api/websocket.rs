@@ -65,6 +65,45 @@ async fn messages_before_init_get_an_error_and_the_socket_stays_usable() {
     assert_eq!(next_json(&mut socket).await["data"]["status"], "START");
 }
 
+/// Every message but `init` needs one first, and names the connection's user when it names one.
+#[tokio::test]
+async fn control_and_confirmations_need_init_and_the_connections_user() {
+    let app = spawn_app().await;
+    let (mut socket, _) = connect_async(format!("ws://{}/", app.ws_addr)).await.unwrap();
+    let session_id = Uuid::new_v4().to_string();
+    for early in [
+        json!({ "type": "control", "action": "cancel", "session_id": session_id, "user_id": "u" }),
+        json!({ "type": "confirmation_response", "confirmation_id": "c1", "approved": true, "user_id": "u" }),
+    ] {
+        send_json(&mut socket, early).await;
+        let error = next_json(&mut socket).await;
+        assert_eq!(
+            (error["type"].as_str(), error["data"]["code"].as_str()),
+            (Some("error"), Some("INIT_REQUIRED")),
+            "{error}"
+        );
+    }
+    send_json(&mut socket, json!({ "type": "init", "user_id": "u" })).await;
+    assert_eq!(next_json(&mut socket).await["data"]["status"], "START");
+
+    send_json(
+        &mut socket,
+        json!({ "type": "confirmation_response", "confirmation_id": "c1", "approved": true, "user_id": "someone-else" }),
+    )
+    .await;
+    assert_eq!(next_json(&mut socket).await["data"]["code"], "USER_MISMATCH");
+    send_json(
+        &mut socket,
+        json!({ "type": "confirmation_response", "confirmation_id": "c1", "approved": true, "user_id": "u" }),
+    )
+    .await;
+    let unknown = next_json(&mut socket).await;
+    assert!(
+        unknown["data"]["text"].as_str().unwrap().contains("no confirmation"),
+        "{unknown}"
+    );
+}
+
 /// A user id no chat session could hold is refused at `init`, as over HTTP; the socket stays usable.
 #[tokio::test]
 async fn an_init_user_id_over_255_bytes_is_refused() {
