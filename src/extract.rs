@@ -111,8 +111,21 @@ impl Body {
     }
 }
 
-/// The request body, or `None` when it is empty or only whitespace.
+/// The request body, or `None` when it is empty or only whitespace. A compressed body is refused
+/// saying so (400, as every body the API cannot read; the spec lists no 415), rather than read as
+/// malformed JSON.
 async fn non_empty_body<S: Send + Sync>(req: Request, state: &S) -> Result<Option<Body>, AppError> {
+    if let Some(encoding) = req
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).trim().to_owned())
+        .filter(|encoding| !encoding.eq_ignore_ascii_case("identity"))
+    {
+        return Err(AppError::bad_request(
+            "unsupported_encoding",
+            format!("request bodies are read uncompressed; this one is `{encoding}` (Content-Encoding)"),
+        ));
+    }
     let other_format = other_structured_format(req.headers());
     let bytes = Bytes::from_request(req, state).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {

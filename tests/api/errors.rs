@@ -17,6 +17,33 @@ async fn malformed_json_is_a_json_400() {
 }
 
 #[tokio::test]
+async fn a_compressed_body_is_refused_saying_so() {
+    let app = spawn_app().await;
+    // The gzip header's magic bytes: what a sender that compresses its webhooks posts.
+    let response = app
+        .client
+        .post(app.url("/api/source_a/alerts"))
+        .header("X-User-ID", "compressing-sender")
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(vec![0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00])
+        .send()
+        .await
+        .unwrap();
+    let body = assert_error(response, 400, "unsupported_encoding").await;
+    assert!(body["error"].as_str().unwrap().contains("gzip"), "{body}");
+    let identity = app
+        .client
+        .post(app.url("/api/auth/register"))
+        .header("content-encoding", "identity")
+        .json(&json!({ "email": "identity@example.com", "password": PASSWORD }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(identity.status(), 201);
+}
+
+#[tokio::test]
 async fn a_json_body_is_read_without_a_json_content_type() {
     let app = spawn_app().await;
     for (n, content_type) in [
