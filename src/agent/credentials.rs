@@ -2,13 +2,15 @@
 //! gets its own provider's standard variables, fresh (tokens within the refresh window are renewed
 //! first), and nothing else. A provider program the user has not connected does not run at all:
 //! with no credentials in its environment it could fall back on the server's own identity (an
-//! instance role, say).
+//! instance role, say). Connected means a `connected` connection: credentials kept after a DELETE
+//! (for a reconnect), or behind a failed or pending connection, are not used.
 
 use serde_json::Value;
-use vigil_aggregates::connection::Provider;
+use vigil_aggregates::connection::{ConnectionStatus, Provider};
+use vigil_projections::connections as read;
 
 use crate::{
-    connections::{cloud_a_setup::fresh_tokens, cloud_b},
+    connections::{self as conn, cloud_a_setup::fresh_tokens, cloud_b},
     state::AppState,
 };
 
@@ -33,23 +35,91 @@ pub fn provider_of(program: &str) -> Option<Provider> {
     }
 }
 
-/// The variables `program` needs to act as the user; an error (for the model and the user) when
-/// the user has not connected the program's provider.
+fn not_connected_message(program: &str, provider: Provider) -> String {
+    format!("{program} acts with a {provider} connection, and {provider} is not connected: connect it first")
+}
+
+fn unavailable_message(provider: Provider, error: impl std::fmt::Display) -> String {
+    format!("the {provider} credentials are unavailable: {error}")
+}
+
+/// Whether the command `argv` may act as the user: a provider program only while the user's
+/// credentials for its provider serve a `connected` account (see
+/// [`conn::credentials_account`]), and every account of that provider the command names is
+/// connected too. The error is for the model and the user.
+pub async fn check_connected(state: &AppState, user_id: &str, argv: &[String]) -> Result<(), String> {
+    let program = &argv[0];
+    let Some(provider) = provider_of(program) else {
+        return Ok(());
+    };
+    let record = conn::tokens::find(&state.db, user_id, provider.as_str())
+        .await
+        .map_err(|error| unavailable_message(provider, error))?
+        .ok_or_else(|| not_connected_message(program, provider))?;
+    conn::credentials_account(&state.db, &record)
+        .await
+        .map_err(|error| unavailable_message(provider, error))?
+        .ok_or_else(|| not_connected_message(program, provider))?;
+    let named = named_accounts(provider, argv);
+    if named.is_empty() {
+        return Ok(());
+    }
+    let rows = read::of_provider(&state.db, user_id, provider.as_str())
+        .await
+        .map_err(|error| unavailable_message(provider, error))?;
+    let is_connected = |account: &str| {
+        rows.iter().any(|row| {
+            row.status == ConnectionStatus::Connected.as_str()
+                && (row.account_id == account || row.account_name.as_deref() == Some(account))
+        })
+    };
+    match named.into_iter().find(|account| !is_connected(account)) {
+        Some(account) => Err(format!(
+            "{program} names the {provider} account {account}, which is not connected: connect it first"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The accounts of its provider a command names: gcloud's `--project`, az's `--subscription`,
+/// scw's `organization-id=` (either `--flag value` or `--flag=value`).
+fn named_accounts(provider: Provider, argv: &[String]) -> Vec<&str> {
+    let flag = match provider {
+        Provider::CloudA => "--project",
+        Provider::CloudC => "--subscription",
+        Provider::CloudD => "organization-id",
+        _ => return Vec::new(),
+    };
+    let mut named = Vec::new();
+    let mut words = argv.iter().skip(1);
+    while let Some(word) = words.next() {
+        if word == flag {
+            named.extend(words.next().map(String::as_str));
+        } else if let Some(value) = word.strip_prefix(flag).and_then(|rest| rest.strip_prefix('=')) {
+            named.push(value);
+        }
+    }
+    named
+}
+
+/// The variables the command `argv` needs to act as the user; an error (for the model and the
+/// user) when [`check_connected`] refuses it.
 pub async fn environment(
     state: &AppState,
     user_id: &str,
-    program: &str,
+    argv: &[String],
     access: Access,
 ) -> Result<Environment, String> {
+    check_connected(state, user_id, argv).await?;
+    let program = &argv[0];
     let Some(provider) = provider_of(program) else {
         return Ok(Vec::new());
     };
-    let not_connected =
-        || format!("{program} acts with a {provider} connection, and none is connected: connect one first");
-    let unavailable = |error: &dyn std::fmt::Display| format!("the {provider} credentials are unavailable: {error}");
+    let not_connected = || not_connected_message(program, provider);
+    let unavailable = |error: &dyn std::fmt::Display| unavailable_message(provider, error);
     let stored = || async {
-        let found = state.connections.load(&state.db, user_id, provider).await;
-        Ok::<Value, String>(found.map_err(|error| unavailable(&error))?.ok_or_else(not_connected)?.1)
+        let found = state.connections.load_connected(&state.db, user_id, provider).await;
+        Ok::<Value, String>(found.map_err(|error| unavailable(&error))?.ok_or_else(not_connected)?.2)
     };
     match provider {
         Provider::CloudA => {
@@ -139,5 +209,18 @@ mod tests {
         assert_eq!(provider_of("az"), Some(Provider::CloudC));
         assert_eq!(provider_of("scw"), Some(Provider::CloudD));
         assert_eq!(provider_of("kubectl"), None);
+    }
+
+    #[test]
+    fn commands_name_accounts_by_their_providers_flags() {
+        let argv = |command: &str| crate::agent::cli::parse(command).unwrap();
+        let gcloud = argv("gcloud compute instances list --project p-1 --project=p-2 --format json");
+        assert_eq!(named_accounts(Provider::CloudA, &gcloud), ["p-1", "p-2"]);
+        let az = argv("az vm list --subscription s-1");
+        assert_eq!(named_accounts(Provider::CloudC, &az), ["s-1"]);
+        let scw = argv("scw instance server list organization-id=o-1 project-id=p-1");
+        assert_eq!(named_accounts(Provider::CloudD, &scw), ["o-1"]);
+        assert!(named_accounts(Provider::CloudB, &argv("aws s3 ls --profile x")).is_empty());
+        assert!(named_accounts(Provider::CloudA, &argv("gcloud projects list --project")).is_empty());
     }
 }

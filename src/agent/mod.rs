@@ -485,6 +485,9 @@ impl Turn<'_> {
 
     async fn permitted_run(&mut self, tool: Tool, input: &Value) -> Result<Value, String> {
         let kind = tool.classify(input).map_err(|error| error.to_string())?;
+        tool.check(self.state, self.user_id, input)
+            .await
+            .map_err(|error| error.to_string())?;
         if kind == CommandKind::Mutating {
             match self.mode {
                 Mode::Ask => {

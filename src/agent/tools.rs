@@ -132,6 +132,22 @@ impl Tool {
         }
     }
 
+    /// Refusals that need nothing of the user, decided before a confirmation is asked for:
+    /// `cloud_cli` acts only through a connected account of its program's provider (checked again
+    /// when it runs, as the user may disconnect meanwhile).
+    pub async fn check(self, state: &AppState, user_id: &str, input: &Value) -> Result<(), ToolError> {
+        if self != Tool::CloudCli || state.agent_cli.is_none() {
+            return Ok(());
+        }
+        let argv = cli::parse(command_of(input)?).map_err(|message| ToolError::InvalidInput {
+            tool: self.name(),
+            message,
+        })?;
+        credentials::check_connected(state, user_id, &argv)
+            .await
+            .map_err(ToolError::Failed)
+    }
+
     pub async fn run(
         self,
         state: &AppState,
@@ -221,7 +237,7 @@ impl Tool {
                     message,
                 })?;
                 // Boxed: the credential refreshes are deep futures, and the agent's own is deep already.
-                let environment = Box::pin(credentials::environment(state, user_id, &argv[0], access))
+                let environment = Box::pin(credentials::environment(state, user_id, &argv, access))
                     .await
                     .map_err(ToolError::Failed)?;
                 let timeout = Duration::from_secs(state.config.agent_tool_timeout_secs);

@@ -257,6 +257,24 @@ impl Connectors {
         Ok(credentials.map(|credentials| (record, credentials)))
     }
 
+    /// [`Self::load`], only while the credentials serve a connected account (see
+    /// [`credentials_account`]), with that account's id.
+    pub async fn load_connected(
+        &self,
+        db: &PgPool,
+        user_id: &str,
+        provider: Provider,
+    ) -> Result<Option<(String, TokenRecord, Value)>, AppError> {
+        let Some(record) = tokens::find(db, user_id, provider.as_str()).await? else {
+            return Ok(None);
+        };
+        let Some(account) = credentials_account(db, &record).await? else {
+            return Ok(None);
+        };
+        let loaded = self.load(db, user_id, provider).await?;
+        Ok(loaded.map(|(record, credentials)| (account, record, credentials)))
+    }
+
     /// Deletes the user's credentials for `provider` from the store, the cache and the token
     /// records. Returns whether there were any.
     pub async fn forget(&self, db: &PgPool, user_id: &str, provider: Provider) -> Result<bool, AppError> {
@@ -517,24 +535,36 @@ pub async fn disconnect_provider(state: &AppState, user_id: &str, provider: Prov
     Ok(had_credentials || !rows.is_empty())
 }
 
-/// Whether any of the user's accounts of `provider` is connected.
-pub async fn has_connected_account(db: &PgPool, user_id: &str, provider: Provider) -> Result<bool, AppError> {
-    Ok(!connected_accounts(db, user_id, provider).await?.is_empty())
+/// The account `record`'s credentials act for, while it is `connected`: the one they were stored
+/// for or, where a provider's accounts share one credential (cloud_a projects, cloud_f), another
+/// connected one. `None` while there is none: credentials kept after a DELETE (for a reconnect),
+/// or behind a connection that failed or is still being set up, serve neither the agent nor the
+/// provider endpoints, which answer as their status does (not connected).
+pub async fn credentials_account(db: &PgPool, record: &TokenRecord) -> Result<Option<String>, AppError> {
+    let Ok(provider) = record.provider.parse::<Provider>() else {
+        return Ok(None);
+    };
+    let connected = connected_accounts(db, &record.user_id, provider).await?;
+    if let Some(account) = record.account_id().filter(|id| connected.iter().any(|c| c == id)) {
+        return Ok(Some(account.to_owned()));
+    }
+    let shared = matches!(provider, Provider::CloudA | Provider::CloudF);
+    Ok(connected.into_iter().next().filter(|_| shared))
 }
 
-/// Whether the account the stored credentials are for is connected: a DELETE of that account, or
-/// credentials since replaced by another account's, leave a provider's status not connected.
-pub async fn is_account_connected(
-    db: &PgPool,
-    user_id: &str,
-    provider: Provider,
-    account_id: Option<&str>,
-) -> Result<bool, AppError> {
-    let Some(account_id) = account_id else {
-        return Ok(false);
-    };
-    let connected = connected_accounts(db, user_id, provider).await?;
-    Ok(connected.iter().any(|id| id == account_id))
+/// Whether the user's token record of a provider (if any) has credentials in use (see
+/// [`credentials_account`]).
+pub async fn has_connected_credentials(db: &PgPool, record: Option<&TokenRecord>) -> Result<bool, AppError> {
+    match record {
+        Some(record) => Ok(credentials_account(db, record).await?.is_some()),
+        None => Ok(false),
+    }
+}
+
+/// Whether any of the user's connections to `provider` is in `error` (its credentials stopped working).
+pub async fn has_failed_connection(db: &PgPool, user_id: &str, provider: Provider) -> Result<bool, AppError> {
+    let rows = read::of_provider(db, user_id, provider.as_str()).await?;
+    Ok(rows.iter().any(|row| row.status == ConnectionStatus::Error.as_str()))
 }
 
 /// The account ids of the user's `connected` connections to `provider`.

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{types::Json, PgPool};
+use vigil_aggregates::connection::Provider;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct TokenRecord {
@@ -26,6 +27,20 @@ impl TokenRecord {
     /// A string field of `token_data`.
     pub fn data_str(&self, key: &str) -> Option<&str> {
         self.token_data.as_ref()?.0.get(key)?.as_str()
+    }
+
+    /// The account the credentials were stored for, as its connection names it: cloud_a the
+    /// project the setup configured (none before it ran), cloud_b the role's account, cloud_c the
+    /// subscription, cloud_d the organization, cloud_e the client, cloud_f the e-mail.
+    pub fn account_id(&self) -> Option<&str> {
+        match self.provider.parse::<Provider>().ok()? {
+            Provider::CloudA => self.data_str("project_id"),
+            Provider::CloudB => self.data_str("account_id"),
+            Provider::CloudC => self.subscription_id.as_deref(),
+            Provider::CloudD => self.data_str("organization_id"),
+            Provider::CloudE => self.client_id.as_deref(),
+            Provider::CloudF => self.email.as_deref(),
+        }
     }
 
     pub fn data(&self) -> Value {

@@ -387,18 +387,24 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
         has_billing: false,
         error,
     };
-    let Some(client) = state.connections.cloud_a.as_ref() else {
-        // Only stored credentials need the OAuth client (to be refreshed and checked).
-        if conn::tokens::find(&state.db, &user.id, PROVIDER.as_str())
-            .await?
-            .is_none()
-        {
-            return Ok(Json(disconnected(None)));
-        }
-        return Err(not_configured(PROVIDER));
+    let Some(record) = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await? else {
+        return Ok(Json(disconnected(None)));
     };
-    let (record, tokens) = match fresh_tokens(&state, client, &user.id).await {
-        Ok(Some(found)) => found,
+    // Only stored credentials need the OAuth client (to be refreshed and checked).
+    let client = state
+        .connections
+        .cloud_a
+        .as_ref()
+        .ok_or_else(|| not_configured(PROVIDER))?;
+    // The project the setup configured while it is connected, else another connected one.
+    let project_id = conn::credentials_account(&state.db, &record).await?;
+    // Tokens kept for projects that are not connected are not used; failed ones are tried
+    // again, to tell whether the user must sign in again.
+    if project_id.is_none() && !conn::has_failed_connection(&state.db, &user.id, PROVIDER).await? {
+        return Ok(Json(disconnected(None)));
+    }
+    let tokens = match fresh_tokens(&state, client, &user.id).await {
+        Ok(Some((_, tokens))) => tokens,
         Ok(None) => return Ok(Json(disconnected(None))),
         Err(FreshError::OAuth(CloudAError::RefreshExpired)) => {
             conn::mark_failed(&state, &user.id, PROVIDER, "the refresh token expired or was revoked").await?;
@@ -407,13 +413,6 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
         Err(FreshError::OAuth(error)) => return Err(oauth_error(PROVIDER, error)),
         Err(FreshError::Store(error)) => return Err(error),
     };
-    // The project setup configured, while it is connected; else another connected one.
-    let connected = conn::connected_accounts(&state.db, &user.id, PROVIDER).await?;
-    let project_id = record
-        .data_str("project_id")
-        .filter(|project_id| connected.iter().any(|id| id == project_id))
-        .or(connected.first().map(String::as_str))
-        .map(str::to_owned);
     let has_billing = match &project_id {
         Some(project_id) => match client.has_billing(&tokens.access_token, project_id).await {
             Ok(billing) => billing,
@@ -426,7 +425,7 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
         None => false,
     };
     Ok(Json(CloudAStatus {
-        connected: !connected.is_empty(),
+        connected: project_id.is_some(),
         provider: PROVIDER.as_str(),
         project_id,
         has_billing,

@@ -158,8 +158,9 @@ async fn connect_role(state: &AppState, user: &AuthUser, request: AuthRequest) -
     }))
 }
 
-/// Whether usable credentials are stored (assuming the role again if they expired). No
-/// credential value is returned. Failures carry `status: "error"` and `message` too.
+/// Whether usable credentials are stored (assuming the role again if they expired): none while
+/// the role's account is not connected. No credential value is returned. Failures carry
+/// `status: "error"` and `message` too.
 #[utoipa::path(get, path = "/cloud_b/get-credentials", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = CredentialsResponse),
@@ -173,7 +174,7 @@ async fn get_credentials(
     let Some((stored, expiration)) = fresh(&state, &user.id).await? else {
         return Ok(Json(CredentialsResponse {
             status: "success",
-            message: "No cloud_b credentials are stored".into(),
+            message: "cloud_b is not connected".into(),
             has_credentials: false,
             role_arn: None,
             account_id: None,
@@ -196,13 +197,7 @@ async fn get_credentials(
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudBStatus>, AppError> {
     let record = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await?;
     Ok(Json(CloudBStatus {
-        connected: conn::is_account_connected(
-            &state.db,
-            &user.id,
-            PROVIDER,
-            record.as_ref().and_then(|r| r.data_str("account_id")),
-        )
-        .await?,
+        connected: conn::has_connected_credentials(&state.db, record.as_ref()).await?,
         provider: PROVIDER.as_str(),
         role_arn: record.as_ref().and_then(|r| r.data_str("role_arn")).map(str::to_owned),
         account_id: record

@@ -172,14 +172,8 @@ fn azure_error(error: AzureError) -> AppError {
         (status = 502, description = "cloud_c could not be reached to check the credentials", body = ErrorBody)))]
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudCStatus>, AppError> {
     let record = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await?;
-    let connected = conn::is_account_connected(
-        &state.db,
-        &user.id,
-        PROVIDER,
-        record.as_ref().and_then(|r| r.subscription_id.as_deref()),
-    )
-    .await?;
-    let connected = connected && credentials_still_work(&state, &user.id).await?;
+    let connected = conn::has_connected_credentials(&state.db, record.as_ref()).await?
+        && credentials_still_work(&state, &user.id).await?;
     Ok(Json(CloudCStatus {
         connected,
         provider: PROVIDER.as_str(),

@@ -175,9 +175,9 @@ fn scaleway_error(error: ScalewayError) -> AppError {
     }
 }
 
-/// The stored secret key and organization, or 404 when cloud_d is not connected.
+/// The stored secret key and organization; `None` while cloud_d is not connected (kept keys included).
 async fn stored(state: &AppState, user_id: &str) -> Result<Option<(SecretKey, String)>, AppError> {
-    let Some((_, stored)) = state.connections.load(&state.db, user_id, PROVIDER).await? else {
+    let Some((_, _, stored)) = state.connections.load_connected(&state.db, user_id, PROVIDER).await? else {
         return Ok(None);
     };
     let field = |name: &str| stored.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -215,7 +215,7 @@ async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Jso
     disconnect_deleting(&state, &user.id, PROVIDER, "keys").await
 }
 
-/// Whether the stored keys still work (a live call).
+/// Whether cloud_d is connected and its stored keys still work (a live call).
 #[utoipa::path(get, path = "/cloud_d_api/cloud_d/status", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = CloudDStatus), (status = 401, body = ErrorBody), (status = 502, body = ErrorBody)))]
@@ -228,9 +228,7 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
         return Ok(Json(status(false)));
     };
     match state.connections.scaleway.validate(&secret_key, &organization_id).await {
-        Ok(()) => Ok(Json(status(
-            conn::has_connected_account(&state.db, &user.id, PROVIDER).await?,
-        ))),
+        Ok(()) => Ok(Json(status(true))),
         Err(ScalewayError::InvalidCredentials(_) | ScalewayError::AccessDenied(_)) => {
             conn::mark_failed(&state, &user.id, PROVIDER, "cloud_d rejected the stored keys").await?;
             Ok(Json(status(false)))

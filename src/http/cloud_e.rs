@@ -190,10 +190,19 @@ fn cloud_e_error(error: CloudEError) -> AppError {
     }
 }
 
-async fn record(state: &AppState, user_id: &str) -> Result<conn::TokenRecord, AppError> {
-    conn::tokens::find(&state.db, user_id, PROVIDER.as_str())
+fn not_connected() -> AppError {
+    AppError::NotFound("cloud_e is not connected".into())
+}
+
+/// The token record while its client is connected; 404 otherwise (kept credentials included).
+async fn connected_record(state: &AppState, user_id: &str) -> Result<conn::TokenRecord, AppError> {
+    let record = conn::tokens::find(&state.db, user_id, PROVIDER.as_str())
         .await?
-        .ok_or_else(|| AppError::NotFound("cloud_e is not connected".into()))
+        .ok_or_else(not_connected)?;
+    conn::credentials_account(&state.db, &record)
+        .await?
+        .ok_or_else(not_connected)?;
+    Ok(record)
 }
 
 /// How to let the agent log in to the network's machines over SSH.
@@ -202,7 +211,7 @@ async fn record(state: &AppState, user_id: &str) -> Result<conn::TokenRecord, Ap
     responses((status = 200, body = SshSetupResponse), (status = 401, body = ErrorBody),
         (status = 404, description = "cloud_e is not connected", body = ErrorBody)))]
 async fn ssh_setup_info(State(state): State<AppState>, user: AuthUser) -> Result<Json<SshSetupResponse>, AppError> {
-    let record = record(&state, &user.id).await?;
+    let record = connected_record(&state, &user.id).await?;
     let public_key = record.data_str("ssh_public_key").unwrap_or_default().to_owned();
     let network = shown_network(record.data_str("network").unwrap_or(DEFAULT_NETWORK)).to_owned();
     let setup = ssh_setup(&public_key, &network).map_err(|error| AppError::Internal(error.into()))?;
@@ -233,14 +242,8 @@ async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Jso
         (status = 502, description = "cloud_e could not be reached to check the credentials", body = ErrorBody)))]
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudEStatus>, AppError> {
     let record = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await?;
-    let connected = conn::is_account_connected(
-        &state.db,
-        &user.id,
-        PROVIDER,
-        record.as_ref().and_then(|r| r.client_id.as_deref()),
-    )
-    .await?;
-    let connected = connected && credentials_still_work(&state, &user.id).await?;
+    let connected = conn::has_connected_credentials(&state.db, record.as_ref()).await?
+        && credentials_still_work(&state, &user.id).await?;
     Ok(Json(CloudEStatus {
         connected,
         provider: PROVIDER.as_str(),
@@ -289,11 +292,11 @@ async fn credentials_still_work(state: &AppState, user_id: &str) -> Result<bool,
     responses((status = 200, body = RefreshResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, description = "cloud_e is not connected", body = ErrorBody), (status = 502, body = ErrorBody)))]
 async fn refresh_token(State(state): State<AppState>, user: AuthUser) -> Result<Json<RefreshResponse>, AppError> {
-    let (_, mut stored) = state
+    let (_, _, mut stored) = state
         .connections
-        .load(&state.db, &user.id, PROVIDER)
+        .load_connected(&state.db, &user.id, PROVIDER)
         .await?
-        .ok_or_else(|| AppError::NotFound("cloud_e is not connected".into()))?;
+        .ok_or_else(not_connected)?;
     let field = |name: &str| stored.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
     let client_secret = Secret::new(field("client_secret"));
     let token = match state

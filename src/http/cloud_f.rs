@@ -135,6 +135,14 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
         scopes,
         error,
     };
+    let Some(record) = conn::tokens::find(&state.db, &user.id, PROVIDER.as_str()).await? else {
+        return Ok(Json(disconnected(scopes, None)));
+    };
+    let connected = conn::credentials_account(&state.db, &record).await?.is_some();
+    // As for cloud_a: kept tokens of an account that is not connected are not used.
+    if !connected && !conn::has_failed_connection(&state.db, &user.id, PROVIDER).await? {
+        return Ok(Json(disconnected(scopes, None)));
+    }
     let tokens = match fresh_oauth_tokens(&state, client, PROVIDER, &user.id).await {
         Ok(Some((_, tokens))) => tokens,
         Ok(None) => return Ok(Json(disconnected(scopes, None))),
@@ -146,7 +154,7 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
         Err(FreshError::Store(error)) => return Err(error),
     };
     Ok(Json(CloudFStatus {
-        connected: conn::has_connected_account(&state.db, &user.id, PROVIDER).await?,
+        connected,
         provider: PROVIDER.as_str(),
         email: tokens.email,
         scopes,

@@ -13,7 +13,9 @@ use vigil_llm::fake::{FakeOpenAi, Reply};
 use vigil_providers::cloud_b::RoleArn;
 
 use crate::{
-    cloud_providers::{call, spawn_with_fakes_and, ROLE_ARN},
+    cloud_providers::{
+        call, cloud_c_login, connect_cloud_d, spawn_with_fakes_and, ORGANIZATION, ROLE_ARN, SUBSCRIPTION_ID,
+    },
     helpers::{spawn_app, spawn_app_with, TestApp},
 };
 
@@ -165,8 +167,9 @@ async fn session(app: &TestApp, user: &str, id: &str) -> Value {
         .unwrap()
 }
 
-/// A directory holding stand-in `kubectl` and `aws` CLIs that echo their arguments; `aws` also
-/// names the access key it was given and whether the rest of its credentials came with it.
+/// A directory holding stand-in `kubectl`, `aws`, `az` and `scw` CLIs that echo their arguments;
+/// `aws` also names the access key it was given and whether the rest of its credentials came with
+/// it, `az` its subscription and `scw` its organization.
 fn fake_cli() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("vigil-cli-{}", Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -176,6 +179,14 @@ fn fake_cli() -> PathBuf {
             "aws",
             "#!/bin/sh\necho \"aws ran: $*\"\n\
              echo \"key: $AWS_ACCESS_KEY_ID secret: ${AWS_SECRET_ACCESS_KEY:+given} token: ${AWS_SESSION_TOKEN:+given}\"\n",
+        ),
+        (
+            "az",
+            "#!/bin/sh\necho \"az ran: $*\"\necho \"subscription: $AZURE_SUBSCRIPTION_ID\"\n",
+        ),
+        (
+            "scw",
+            "#!/bin/sh\necho \"scw ran: $*\"\necho \"organization: $SCW_DEFAULT_ORGANIZATION_ID\"\n",
         ),
     ];
     for (name, text) in scripts {
@@ -1071,6 +1082,132 @@ async fn cloud_commands_act_with_the_users_own_connected_credentials() {
     assert_eq!(
         refused["data"]["status"], "error",
         "another user never acts with them: {refused}"
+    );
+}
+
+/// Runs `command` through the cloud command tool directly, approving any confirmation it asks
+/// for; returns the finished tool call and whether a confirmation was asked.
+async fn run_cli_approving(client: &mut Client, session_id: &str, command: &str) -> (Value, bool) {
+    client
+        .ask(
+            session_id,
+            "",
+            json!({ "direct_tool_call": { "tool_name": "cloud_cli", "input": { "command": command } } }),
+        )
+        .await;
+    let mut asked = false;
+    let mut messages = Vec::new();
+    loop {
+        let message = client.next().await;
+        if message["type"] == "confirmation_request" {
+            asked = true;
+            let confirmation_id = message["data"]["confirmation_id"].clone();
+            client
+                .send(
+                    json!({ "type": "confirmation_response", "confirmation_id": confirmation_id,
+                              "approved": true, "user_id": client.user, "session_id": session_id }),
+                )
+                .await;
+        }
+        let end = message["type"] == "status" && message["data"]["status"] == "END";
+        messages.push(message);
+        if end {
+            break;
+        }
+    }
+    let done = of_type(&messages, "tool_call")
+        .into_iter()
+        .find(|call| call["data"]["status"] != "running")
+        .expect("the call finished")
+        .clone();
+    (done, asked)
+}
+
+#[tokio::test]
+async fn cloud_commands_refuse_connections_that_are_not_connected_until_reconnected() {
+    let cli_dir = fake_cli();
+    let (app, fakes) = spawn_with_fakes_and(|config| {
+        config.agent_cli_dir = Some(cli_dir);
+        config.ws_messages_per_minute = 100;
+    })
+    .await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    let (_, external_id) = call(&app, &user, Method::GET, "/cloud_b/external-id", None).await;
+    let external_id = external_id["external_id"].as_str().unwrap().to_owned();
+    fakes.sts.add_role(&ROLE_ARN.parse::<RoleArn>().unwrap(), &external_id);
+    let cloud_b_auth = json!({ "userId": user, "role_arn": ROLE_ARN, "external_id": external_id });
+    let (status, body) = call(&app, &user, Method::POST, "/cloud_b/auth", Some(cloud_b_auth.clone())).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(&app, &user, Method::POST, "/cloud_c/login", Some(cloud_c_login(&user))).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = connect_cloud_d(&app, &user).await;
+    assert_eq!(status, 200, "{body}");
+
+    let connected = [
+        ("cloud_b", "123456789012", "aws sts get-caller-identity", "key: "),
+        ("cloud_c", SUBSCRIPTION_ID, "az vm list", "subscription: "),
+        ("cloud_d", ORGANIZATION, "scw instance server list", "organization: "),
+    ];
+    for (provider, _, command, shown) in connected {
+        let (ran, _) = run_cli_approving(&mut client, &session_id, command).await;
+        assert_eq!(ran["data"]["status"], "success", "{provider}: {ran}");
+        assert!(ran["data"]["output"].as_str().unwrap().contains(shown), "{ran}");
+    }
+    // An account the command names must be a connected one too.
+    let (refused, _) = run_cli_approving(
+        &mut client,
+        &session_id,
+        "az vm list --subscription 99999999-2222-4333-8444-555566667777",
+    )
+    .await;
+    assert_eq!(refused["data"]["status"], "error", "{refused}");
+    assert!(
+        refused["data"]["output"].as_str().unwrap().contains("not connected"),
+        "{refused}"
+    );
+
+    for (provider, account_id, _, _) in connected {
+        let delete = json!({ "provider": provider, "account_id": account_id });
+        let (status, body) = call(&app, &user, Method::DELETE, "/api/user_connections", Some(delete)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let destructive = [
+        ("cloud_b", "aws ec2 terminate-instances --instance-ids i-1"),
+        ("cloud_c", "az vm delete --name web-1 --yes"),
+        (
+            "cloud_d",
+            "scw instance server delete 11111111-2222-4333-8444-555566667777",
+        ),
+    ];
+    for ((provider, _, reading, _), (_, changing)) in connected.into_iter().zip(destructive) {
+        for command in [reading, changing] {
+            let (refused, asked) = run_cli_approving(&mut client, &session_id, command).await;
+            assert_eq!(refused["data"]["status"], "error", "{command}: {refused}");
+            let output = refused["data"]["output"].as_str().unwrap();
+            assert!(
+                output.contains(provider) && output.contains("not connected"),
+                "{command}: {output}"
+            );
+            assert!(!output.contains(" ran: "), "the program never ran: {output}");
+            assert!(
+                !asked,
+                "{command}: nothing to confirm for a provider that is not connected"
+            );
+        }
+    }
+
+    // Connecting again (the stored credentials were kept) makes them usable once more.
+    let (status, body) = call(&app, &user, Method::POST, "/cloud_b/auth", Some(cloud_b_auth)).await;
+    assert_eq!(status, 200, "{body}");
+    let (ran, _) = run_cli_approving(&mut client, &session_id, "aws sts get-caller-identity").await;
+    assert_eq!(ran["data"]["status"], "success", "{ran}");
+    let (refused, _) = run_cli_approving(&mut client, &session_id, "scw instance server list").await;
+    assert_eq!(
+        refused["data"]["status"], "error",
+        "cloud_d is still not connected: {refused}"
     );
 }
 

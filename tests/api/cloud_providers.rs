@@ -417,6 +417,40 @@ async fn cloud_a_expired_refresh_token_asks_the_user_to_sign_in_again() {
 }
 
 #[tokio::test]
+async fn cloud_a_status_leaves_the_kept_tokens_of_disconnected_projects_alone() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    // Every use of the tokens would refresh them first.
+    fakes.cloud_a.set_expires_in(240);
+    connect_cloud_a(&app, &fakes, &user).await;
+    for project in ["alpha-project", "beta-project", "gamma-project"] {
+        let body = json!({ "provider": "cloud_a", "account_id": project });
+        let (status, body) = call(&app, &user, Method::DELETE, "/api/user_connections", Some(body)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+
+    let before = refresh_grants(&fakes);
+    let (status, body) = call(&app, &user, Method::GET, "/cloud_a/status", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({ "connected": false, "provider": "cloud_a", "project_id": null, "has_billing": false })
+    );
+    assert_eq!(
+        refresh_grants(&fakes),
+        before,
+        "no project is connected: the tokens are not used"
+    );
+
+    connect_cloud_a(&app, &fakes, &user).await;
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_a/status", None).await;
+    assert_eq!(
+        body["connected"], true,
+        "signing in again connects the projects: {body}"
+    );
+}
+
+#[tokio::test]
 async fn cloud_a_state_must_be_genuine_fresh_and_unused() {
     let (app, fakes) = spawn_with_fakes().await;
     let user = app.new_user().await.id;
@@ -1034,6 +1068,11 @@ async fn cloud_e_status_checks_the_credentials_live() {
     let statuses = account_statuses(&app, &user).await;
     assert_eq!(statuses.len(), 1, "{statuses:?}");
     assert_eq!(statuses[0].1, "error", "{statuses:?}");
+    // A connection in error is not connected: what uses its credentials answers as much.
+    let response = app
+        .send_as(&user, Method::POST, "/cloud_e_api/cloud_e/refresh-token", None)
+        .await;
+    assert_error(response, 404, "not_found").await;
 }
 
 #[tokio::test]
@@ -1064,7 +1103,7 @@ async fn cloud_e_names_the_network_the_same_way_everywhere() {
     assert!(!paths.iter().any(|p| p.contains("/tailnet/default/")), "{paths:?}");
 }
 
-fn token_requests(fakes: &Fakes) -> usize {
+pub fn token_requests(fakes: &Fakes) -> usize {
     fakes
         .cloud_e
         .requests()

@@ -1,5 +1,6 @@
 //! User connections, the credentials lifecycle and where credentials may (not) appear.
 
+use chrono::{TimeDelta, Utc};
 use reqwest::Method;
 use serde_json::{json, Value};
 use vigil::connections::Connectors;
@@ -10,8 +11,8 @@ use vigil_secrets::fake::FakeVault;
 use crate::{
     cloud_providers::{
         call, cloud_c_login, cloud_d_connect, cloud_e_connect, connect_cloud_a, connect_cloud_d, spawn_with_fakes,
-        spawn_with_fakes_and, CLOUD_A_CLIENT_SECRET, CLOUD_C_CLIENT_SECRET, CLOUD_E_CLIENT_SECRET, ORGANIZATION,
-        ROLE_ARN, SECRET_KEY, STS_SECRET_ACCESS_KEY, SUBSCRIPTION_ID,
+        spawn_with_fakes_and, token_requests, CLOUD_A_CLIENT_SECRET, CLOUD_C_CLIENT_SECRET, CLOUD_E_CLIENT_ID,
+        CLOUD_E_CLIENT_SECRET, ORGANIZATION, ROLE_ARN, SECRET_KEY, STS_SECRET_ACCESS_KEY, SUBSCRIPTION_ID,
     },
     helpers::{assert_error, spawn_app, CapturedLogs, TestApp},
 };
@@ -119,6 +120,79 @@ async fn delete_keeps_credentials_and_provider_disconnect_removes_them() {
         .await
         .unwrap();
     assert_eq!(records, 0);
+}
+
+#[tokio::test]
+async fn kept_credentials_serve_no_endpoint_until_the_account_is_connected_again() {
+    let (app, fakes) = spawn_with_fakes().await;
+    let user = app.new_user().await.id;
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_b/external-id", None).await;
+    let external_id = body["external_id"].as_str().unwrap().to_owned();
+    fakes.sts.add_role(&ROLE_ARN.parse::<RoleArn>().unwrap(), &external_id);
+    // Credentials due for renewal: reading them would assume the role again.
+    fakes.sts.set_expiration(Some(Utc::now() + TimeDelta::minutes(3)));
+    let cloud_b_auth = json!({ "userId": user, "role_arn": ROLE_ARN, "external_id": external_id });
+    let connect = || {
+        let (app, user, cloud_b_auth) = (&app, &user, &cloud_b_auth);
+        async move {
+            let (status, body) = call(app, user, Method::POST, "/cloud_b/auth", Some(cloud_b_auth.clone())).await;
+            assert_eq!(status, 200, "{body}");
+            let (status, body) = connect_cloud_d(app, user).await;
+            assert_eq!(status, 200, "{body}");
+            let connect = Some(cloud_e_connect());
+            let (status, body) = call(app, user, Method::POST, "/cloud_e_api/cloud_e/connect", connect).await;
+            assert_eq!(status, 200, "{body}");
+        }
+    };
+    connect().await;
+    fakes.sts.set_expiration(None);
+    for (provider, account_id) in [
+        ("cloud_b", "123456789012"),
+        ("cloud_d", ORGANIZATION),
+        ("cloud_e", CLOUD_E_CLIENT_ID),
+    ] {
+        assert_eq!(delete(&app, &user, provider, account_id).await.status(), 200);
+    }
+
+    let (assumed, tokens) = (fakes.sts.issued().len(), token_requests(&fakes));
+    for (method, path) in [
+        (Method::GET, "/cloud_d_api/cloud_d/projects"),
+        (Method::GET, "/cloud_e_api/cloud_e/ssh-setup"),
+        (Method::POST, "/cloud_e_api/cloud_e/refresh-token"),
+    ] {
+        let response = app.send_as(&user, method, path, None).await;
+        let body = assert_error(response, 404, "not_found").await;
+        assert!(
+            body["error"].as_str().unwrap().contains("not connected"),
+            "{path}: {body}"
+        );
+    }
+    let (status, body) = call(&app, &user, Method::GET, "/cloud_b/get-credentials", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "success", "{body}");
+    assert_eq!(body["has_credentials"], false, "{body}");
+    for path in [
+        "/cloud_b/status",
+        "/cloud_d_api/cloud_d/status",
+        "/cloud_e_api/cloud_e/status",
+    ] {
+        let (_, body) = call(&app, &user, Method::GET, path, None).await;
+        assert_eq!(body["connected"], false, "{path}: {body}");
+    }
+    assert_eq!(fakes.sts.issued().len(), assumed, "the kept role was not assumed again");
+    assert_eq!(token_requests(&fakes), tokens, "no cloud_e token was asked for");
+
+    connect().await;
+    for (method, path) in [
+        (Method::GET, "/cloud_d_api/cloud_d/projects"),
+        (Method::GET, "/cloud_e_api/cloud_e/ssh-setup"),
+        (Method::POST, "/cloud_e_api/cloud_e/refresh-token"),
+    ] {
+        let (status, body) = call(&app, &user, method, path, None).await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    let (_, body) = call(&app, &user, Method::GET, "/cloud_b/get-credentials", None).await;
+    assert_eq!(body["has_credentials"], true, "{body}");
 }
 
 #[tokio::test]
