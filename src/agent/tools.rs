@@ -39,6 +39,8 @@ pub enum ToolError {
     Database(#[from] sqlx::Error),
 }
 
+const CLI_NOT_CONFIGURED: &str = "the cloud command tool is not configured on this server";
+
 impl Tool {
     pub const ALL: [Tool; 6] = [
         Tool::SearchIncidents,
@@ -133,11 +135,14 @@ impl Tool {
     }
 
     /// Refusals that need nothing of the user, decided before a confirmation is asked for:
-    /// `cloud_cli` acts only through a connected account of its program's provider (checked again
-    /// when it runs, as the user may disconnect meanwhile).
+    /// `cloud_cli` runs only where it is configured, and acts only through a connected account of
+    /// its program's provider (checked again when it runs, as the user may disconnect meanwhile).
     pub async fn check(self, state: &AppState, user_id: &str, input: &Value) -> Result<(), ToolError> {
-        if self != Tool::CloudCli || state.agent_cli.is_none() {
+        if self != Tool::CloudCli {
             return Ok(());
+        }
+        if state.agent_cli.is_none() {
+            return Err(ToolError::Failed(CLI_NOT_CONFIGURED.into()));
         }
         let argv = cli::parse(command_of(input)?).map_err(|message| ToolError::InvalidInput {
             tool: self.name(),
@@ -228,9 +233,7 @@ impl Tool {
             }
             Tool::CloudCli => {
                 let Some(cli) = state.agent_cli.as_ref() else {
-                    return Err(ToolError::Failed(
-                        "the cloud command tool is not configured on this server".into(),
-                    ));
+                    return Err(ToolError::Failed(CLI_NOT_CONFIGURED.into()));
                 };
                 let argv = cli::parse(command_of(input)?).map_err(|message| ToolError::InvalidInput {
                     tool: self.name(),

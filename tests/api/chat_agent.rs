@@ -1021,6 +1021,38 @@ async fn direct_tool_calls_bypass_the_model() {
     assert_eq!(messages.last().unwrap()["data"]["isComplete"], true);
 }
 
+/// Where no CLI is configured, a command that would need a confirmation fails at once: no
+/// confirmation is asked for a tool that cannot run.
+#[tokio::test]
+async fn an_unconfigured_cloud_cli_is_refused_before_any_confirmation() {
+    let model = FakeOpenAi::start().await;
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client
+        .ask(
+            &session_id,
+            "",
+            json!({ "direct_tool_call": { "tool_name": "cloud_cli",
+                    "input": { "command": "aws ec2 terminate-instances --instance-ids i-1" } } }),
+        )
+        .await;
+    let messages = client.until_end().await;
+    assert!(of_type(&messages, "confirmation_request").is_empty(), "{messages:?}");
+    let done = of_type(&messages, "tool_call")
+        .into_iter()
+        .find(|call| call["data"]["status"] != "running")
+        .expect("the call finished")
+        .clone();
+    assert_eq!(done["data"]["status"], "error", "{done}");
+    assert!(
+        done["data"]["output"].as_str().unwrap().contains("not configured"),
+        "{done}"
+    );
+}
+
 /// Runs `command` through the cloud command tool directly and returns the finished tool call.
 async fn run_cli(client: &mut Client, session_id: &str, command: &str) -> Value {
     client
