@@ -183,6 +183,38 @@ async fn a_first_query_with_a_fresh_session_id_is_answered_to_the_end() {
     );
 }
 
+/// A session id in another spelling of its UUID (upper case, here) is named in its canonical
+/// form in every message about it: the reply and the refusals alike.
+#[tokio::test]
+async fn a_session_id_is_named_in_one_spelling_in_every_message() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let mut socket = connect_as(&app, &user).await;
+    let canonical = Uuid::new_v4().to_string();
+    let sent = canonical.to_uppercase();
+
+    send_json(
+        &mut socket,
+        json!({ "query": "  ", "user_id": user, "session_id": sent }),
+    )
+    .await;
+    let refused = until_end(&mut socket).await;
+    send_json(
+        &mut socket,
+        json!({ "query": "Is checkout down?", "user_id": user, "session_id": sent }),
+    )
+    .await;
+    let answered = until_end(&mut socket).await;
+
+    assert_eq!(refused[0]["data"]["code"], "EMPTY_QUERY");
+    for message in refused.iter().chain(&answered) {
+        if let Some(named) = message.get("session_id") {
+            assert_eq!(named, &json!(canonical), "{message}");
+        }
+    }
+    assert_eq!(answered.last().unwrap()["data"]["session_id"], json!(canonical));
+}
+
 #[tokio::test]
 async fn cancel_with_nothing_running_warns_and_sends_end() {
     let app = spawn_app().await;
