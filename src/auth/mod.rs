@@ -92,8 +92,7 @@ impl FromRequestParts<AppState> for AuthUser {
                 "authentication required: send the X-User-ID header or log in".into(),
             )),
             Identity::Unverified(_) => Err(AppError::Unauthorized(
-                "invalid or unverified X-User-ID: at most 255 bytes of UTF-8, verified as the deployment requires"
-                    .into(),
+                "invalid or unverified X-User-ID (an id is at most 255 bytes of UTF-8)".into(),
             )),
         }
     }

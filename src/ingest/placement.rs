@@ -863,12 +863,12 @@ struct DeliveryRow {
 /// In one statement (one round trip), what placement decides from: for each item, its delivery's
 /// row if an earlier notification recorded it, else a fresh id from the table's sequence; the
 /// open incidents holding the items' occurrences (key and fired-at time); the incidents of the
-/// recoveries' groups; every user's correlation candidates; every user's cursor. The reads share the statement's snapshot, and the
-/// batch's write requires the cursors to be where that snapshot found them: so whatever the batch
-/// decides from these reads, no batch of these users has been placed since, which is what makes
-/// the deliveries' deduplication safe without inserting first. Lookups run for every item,
-/// recorded before or not; placement uses those of the fresh ones. The results come back as JSON
-/// columns of one row.
+/// recoveries' groups; every user's correlation candidates; every user's cursor. The reads share
+/// the statement's snapshot, and the batch's write requires the cursors to be where that snapshot
+/// found them: so whatever the batch decides from these reads, no batch of these users has been
+/// placed since, which is what makes the deliveries' deduplication safe without inserting first.
+/// Lookups run for every item, recorded before or not; placement uses those of the fresh ones.
+/// The results come back as JSON columns of one row.
 ///
 /// Every lookup is a lateral key lookup, so that its plan stays an index scan whatever the
 /// tables' statistics said when the (generic) plan was made: a join against the unnested items
