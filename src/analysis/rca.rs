@@ -25,7 +25,7 @@ use super::{
     reactor::JobReactor,
 };
 use crate::{
-    agent::{credentials::Access, tools::Tool},
+    agent::{cli::CommandKind, credentials::Access, tools::Tool},
     event_store::{execute, Actor},
     jobs::{JobContext, JobFailure, JobHandler, NewJob},
     state::AppState,
@@ -33,6 +33,9 @@ use crate::{
 
 pub const RCA_JOB: &str = "rca";
 const ACTOR: Actor<'static> = Actor::System("analysis");
+/// The summary of an analysis that failed for good (its cause is logged).
+const ANALYSIS_FAILED: &str = "The automatic analysis could not be completed. The alert and its correlated alerts are \
+                               listed here; ask about the incident in its chat to investigate further.";
 
 #[derive(Debug, Serialize, Deserialize)]
 struct RcaPayload {
@@ -71,8 +74,11 @@ impl JobHandler for RcaHandler {
             Ok(result) => Ok(result),
             Err(failure) => {
                 if job.is_last_attempt() {
-                    let reason = format!("Analysis failed: {failure:?}");
-                    let _ = self.finish(&payload, AnalysisStatus::Error, reason).await;
+                    // The cause is for the operators' log; the incident's summary is for its users.
+                    tracing::error!(error = %failure, incident_id = %payload.incident_id, "the analysis failed for good");
+                    let _ = self
+                        .finish(&payload, AnalysisStatus::Error, ANALYSIS_FAILED.into())
+                        .await;
                 }
                 Err(failure)
             }
@@ -380,6 +386,33 @@ const MAX_CITATION_CHARS: usize = 4_000;
 /// The configured model's summary of the built-in analyst's findings, and the citations of the
 /// read-only tools it ran to check them (numbered `1, 2, ...` in the order they ran, cited as
 /// `[n]`). `None` (the built-in summary stands) when the model fails or answers nothing.
+/// A tool call of the analysis, run only if it changes nothing: a `cloud_cli` command that
+/// modifies resources is refused, as is input that is not a JSON object.
+async fn read_only_run(
+    state: &AppState,
+    payload: &RcaPayload,
+    session_id: Uuid,
+    name: &str,
+    arguments: &str,
+) -> Result<Value, String> {
+    let tool = Tool::named(name).ok_or_else(|| format!("no tool named {name}"))?;
+    let input: Value = match serde_json::from_str(arguments) {
+        Ok(input @ Value::Object(_)) => input,
+        _ => return Err("the tool's input must be a JSON object".into()),
+    };
+    tool.check(state, &payload.user_id, &input)
+        .await
+        .map_err(|error| error.to_string())?;
+    if tool.classify(&input).map_err(|error| error.to_string())? == CommandKind::Mutating {
+        return Err(format!(
+            "an automatic analysis only reads: {name} commands that change resources are not run"
+        ));
+    }
+    tool.run(state, &payload.user_id, session_id, Access::ReadOnly, &input)
+        .await
+        .map_err(|error| error.to_string())
+}
+
 async fn model_summary(
     state: &AppState,
     model: &Model,
@@ -416,8 +449,9 @@ async fn model_summary(
         ),
         ChatMessage::user(findings),
     ];
-    // Read-only tools only: an automatic analysis never changes infrastructure.
-    let tools = Tool::specs(None);
+    // Read-only tools, and read-only diagnostic commands where a CLI is configured: an automatic
+    // analysis never changes infrastructure (no one is there to confirm).
+    let tools = Tool::specs(state.agent_cli.as_deref());
     let session = session_id.to_string();
     let mut citations = Vec::new();
     for step in 1..=MAX_RCA_STEPS {
@@ -441,22 +475,19 @@ async fn model_summary(
             }
         };
         if completion.tool_calls.is_empty() {
-            let summary = completion.text.trim();
+            // PostgreSQL stores no NUL, in text or JSON: a model that writes one must not fail
+            // the analysis (as it did, on every attempt).
+            let summary = completion.text.replace('\0', "");
+            let summary = summary.trim();
             return (!summary.is_empty()).then(|| (summary.chars().take(MAX_SUMMARY_CHARS).collect(), citations));
         }
         messages.push(completion.to_message());
         for call in &completion.tool_calls {
-            let input: Value = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
-            let output = match Tool::named(&call.name).filter(|tool| *tool != Tool::CloudCli) {
-                Some(tool) => match tool
-                    .run(state, &payload.user_id, session_id, Access::ReadOnly, &input)
-                    .await
-                {
-                    Ok(value) => value.to_string(),
-                    Err(error) => format!("error: {error}"),
-                },
-                None => format!("error: no read-only tool named {}", call.name),
-            };
+            let output = match read_only_run(state, payload, session_id, &call.name, &call.arguments).await {
+                Ok(value) => value.to_string(),
+                Err(error) => format!("error: {error}"),
+            }
+            .replace('\0', "");
             let key = (citations.len() + 1).to_string();
             messages.push(ChatMessage::tool_result(&call.id, format!("[{key}] {output}")));
             citations.push(Citation {

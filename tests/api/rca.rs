@@ -318,3 +318,56 @@ async fn a_stopping_service_hands_its_running_analysis_back() {
     assert_eq!(state, "retryable", "handed back, due at once");
     assert!(error.unwrap_or_default().starts_with("interrupted"));
 }
+
+/// Where a CLI is configured the analysis may run diagnostic commands, read-only ones only (no one
+/// is there to confirm a change); a NUL in the model's text is dropped rather than failing the
+/// analysis on every attempt.
+#[tokio::test]
+async fn the_analysis_runs_read_only_diagnostic_commands_and_survives_a_nul() {
+    let cli_dir = std::env::temp_dir().join(format!("vigil-rca-cli-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&cli_dir).unwrap();
+    let kubectl = cli_dir.join("kubectl");
+    std::fs::write(&kubectl, "#!/bin/sh\necho \"kubectl ran: $*\"\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::tool_call(
+        "cloud_cli",
+        json!({ "command": "kubectl get pods -n shop" }),
+    ));
+    model.push(Reply::tool_call(
+        "cloud_cli",
+        json!({ "command": "kubectl delete pod checkout-1 -n shop" }),
+    ));
+    model.push(Reply::text("Pods are crash-looping [1].\u{0} Restart them by hand."));
+    let base_url = model.base_url().to_owned();
+    let app = spawn_app_with(move |config| {
+        config.llm_base_url = Some(base_url);
+        config.agent_cli_dir = Some(cli_dir);
+    })
+    .await;
+    let user = app.new_user().await.id;
+
+    let incident = analysed_incident(&app, &user).await;
+
+    assert_eq!(incident["summary"], "Pods are crash-looping [1]. Restart them by hand.");
+    let outputs: Vec<&str> = incident["citations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|citation| citation["output"].as_str().unwrap())
+        .collect();
+    assert_eq!(outputs.len(), 2, "{outputs:?}");
+    assert!(outputs[0].contains("kubectl ran: get pods -n shop"), "{outputs:?}");
+    assert!(
+        outputs[1].starts_with("error: an automatic analysis only reads"),
+        "{outputs:?}"
+    );
+    assert!(model.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|tool| tool["function"]["name"] == "cloud_cli"));
+}
