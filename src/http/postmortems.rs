@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
+use vigil_aggregates::incident::IncidentStatus;
 
 use super::incidents::{incident_id, owned};
 use crate::{
@@ -59,7 +60,7 @@ async fn incident_postmortem(
     Path(raw_id): Path<String>,
 ) -> Result<axum::response::Response, AppError> {
     let id = incident_id(&raw_id)?;
-    owned(&state, &user, id).await?;
+    let incident = owned(&state, &user, id).await?;
     // By primary key alone (the incident is the caller's, checked above): with `user_id = $2` as
     // well, a plan made while the table was young took `postmortems_by_user` and kept it.
     let written: Option<Postmortem> =
@@ -70,15 +71,18 @@ async fn incident_postmortem(
     if let Some(postmortem) = written {
         return Ok(Json(postmortem).into_response());
     }
-    let generating: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM jobs WHERE kind = $1 AND unique_key LIKE $2
-             AND state IN ('available', 'running', 'retryable'))",
+    let (queued, pending): (bool, bool) = sqlx::query_as(
+        "SELECT count(*) > 0, count(*) FILTER (WHERE state IN ('available', 'running', 'retryable')) > 0
+         FROM jobs WHERE kind = $1 AND unique_key LIKE $2",
     )
     .bind(POSTMORTEM_JOB)
     .bind(format!("postmortem:incident:{id}:%"))
     .fetch_one(&state.db)
     .await?;
-    if generating {
+    // Resolved with no job yet: the reactor that queues it has not read the resolution (it does
+    // so within moments), and a client polling from the PATCH's answer must not be told "none".
+    let awaiting_job = !queued && incident.status == IncidentStatus::Resolved.as_str();
+    if pending || awaiting_job {
         return Ok((StatusCode::ACCEPTED, Json(Generating { status: "generating" })).into_response());
     }
     Err(AppError::NotFound(

@@ -126,4 +126,20 @@ async fn while_the_job_waits_the_postmortem_is_generating() {
         .send_as(&user, Method::GET, "/api/incidents/not-a-uuid/postmortem", None)
         .await;
     assert_eq!(malformed.status(), 400);
+
+    // A job that failed for good: there will be no postmortem of this resolution.
+    sqlx::query("UPDATE jobs SET state = 'discarded', finished_at = now() WHERE kind = 'postmortem'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let path = format!("/api/incidents/{id}/postmortem");
+    assert_eq!(app.send_as(&user, Method::GET, &path, None).await.status(), 404);
+    // Resolved, the job not queued yet (the reactor reads the resolution moments after the
+    // PATCH's answer): a client polling from that answer is told to wait, not "none".
+    sqlx::query("DELETE FROM jobs WHERE kind = 'postmortem'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let response = app.send_as(&user, Method::GET, &path, None).await;
+    assert_eq!(response.status(), 202);
 }
