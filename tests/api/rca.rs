@@ -14,7 +14,7 @@ use crate::{
 async fn analysed_incident(app: &TestApp, user: &str) -> Value {
     let placed = post_alert(app, user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
     let id = placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
-    eventually("the analysis to complete", || async {
+    let incident = eventually("the analysis to complete", || async {
         let body: Value = app
             .send_as(user, Method::GET, &format!("/api/incidents/{id}"), None)
             .await
@@ -23,7 +23,10 @@ async fn analysed_incident(app: &TestApp, user: &str) -> Value {
             .unwrap();
         (body["incident"]["auroraStatus"] == "complete").then(|| body["incident"].clone())
     })
-    .await
+    .await;
+    // "null until analysed": the analysis completing stamps it.
+    assert!(incident["analyzedAt"].is_string(), "{incident}");
+    incident
 }
 
 /// The service with `model` as its language model.

@@ -187,8 +187,11 @@ pub enum IncidentEvent {
     ResolutionRequested {
         at: DateTime<Utc>,
     },
+    /// `analyzed_at` is set when the analysis completing stamps it (the incident had none).
     AnalysisStatusChanged {
         status: AnalysisStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        analyzed_at: Option<DateTime<Utc>>,
         at: DateTime<Utc>,
     },
     SummaryWritten {
@@ -463,7 +466,12 @@ impl Incident {
                     .map(|status| incident.status_change(status, at))
                     .unwrap_or_default();
                 if let Some(status) = analysis_status.filter(|status| *status != incident.analysis_status) {
-                    events.push(E::AnalysisStatusChanged { status, at });
+                    // The caller may not set analyzed_at (spec), so a PATCHed analysis status stamps none.
+                    events.push(E::AnalysisStatusChanged {
+                        status,
+                        analyzed_at: None,
+                        at,
+                    });
                 }
                 if let Some(summary) = summary.filter(|summary| Some(summary) != incident.summary.as_ref()) {
                     events.push(E::SummaryWritten { summary, at });
@@ -485,7 +493,14 @@ impl Incident {
                 let incident = self.owned_by(&user_id)?;
                 let mut events = Vec::new();
                 if status != incident.analysis_status {
-                    events.push(E::AnalysisStatusChanged { status, at });
+                    // The analysis completing is what analysing means: analyzed_at is "managed
+                    // automatically" and "null until analysed" (spec).
+                    let stamps = status == AnalysisStatus::Complete && incident.analyzed_at.is_none();
+                    events.push(E::AnalysisStatusChanged {
+                        status,
+                        analyzed_at: stamps.then_some(at),
+                        at,
+                    });
                 }
                 let summary: String = summary.chars().take(MAX_SUMMARY_CHARS).collect();
                 if !incident.summary_written_while_running && incident.summary.as_ref() != Some(&summary) {
@@ -585,7 +600,10 @@ impl Incident {
                 self.status = IncidentStatus::Merged;
                 self.merged_into = Some(*target_incident_id);
             }
-            E::AnalysisStatusChanged { status, .. } => {
+            E::AnalysisStatusChanged {
+                status, analyzed_at, ..
+            } => {
+                self.analyzed_at = self.analyzed_at.or(*analyzed_at);
                 if *status == AnalysisStatus::Running {
                     self.summary_written_while_running = false;
                 }

@@ -342,6 +342,7 @@ fn patch_the_other_fields() {
         .then_expect_events(vec![
             IncidentEvent::AnalysisStatusChanged {
                 status: AnalysisStatus::Running,
+                analyzed_at: None,
                 at: at(10),
             },
             IncidentEvent::SummaryWritten {
@@ -588,7 +589,20 @@ fn wire_names_round_trip() {
 }
 
 fn analysis_status(status: AnalysisStatus, minute: u32) -> IncidentEvent {
-    IncidentEvent::AnalysisStatusChanged { status, at: at(minute) }
+    IncidentEvent::AnalysisStatusChanged {
+        status,
+        analyzed_at: None,
+        at: at(minute),
+    }
+}
+
+/// The analysis completing on an incident not analysed before: it stamps `analyzed_at`.
+fn analysis_completed(minute: u32) -> IncidentEvent {
+    IncidentEvent::AnalysisStatusChanged {
+        status: AnalysisStatus::Complete,
+        analyzed_at: Some(at(minute)),
+        at: at(minute),
+    }
 }
 
 fn summary_written(summary: &str, minute: u32) -> IncidentEvent {
@@ -612,10 +626,7 @@ fn a_finished_analysis_writes_its_summary() {
     Given::with(())
         .given(vec![opened(), analysis_status(AnalysisStatus::Running, 3)])
         .when(finish_analysis("Disk full on db-1."))
-        .then_expect_events(vec![
-            analysis_status(AnalysisStatus::Complete, 20),
-            summary_written("Disk full on db-1.", 20),
-        ]);
+        .then_expect_events(vec![analysis_completed(20), summary_written("Disk full on db-1.", 20)]);
 }
 
 #[test]
@@ -627,7 +638,7 @@ fn a_finished_analysis_keeps_a_summary_written_while_it_ran() {
             summary_written("Operator: the disk filled up.", 5),
         ])
         .when(finish_analysis("Disk full on db-1."))
-        .then_expect_events(vec![analysis_status(AnalysisStatus::Complete, 20)]);
+        .then_expect_events(vec![analysis_completed(20)]);
 }
 
 #[test]
@@ -641,10 +652,7 @@ fn a_new_analysis_may_replace_a_summary_written_before_it_started() {
             analysis_status(AnalysisStatus::Running, 12),
         ])
         .when(finish_analysis("Disk full on db-1."))
-        .then_expect_events(vec![
-            analysis_status(AnalysisStatus::Complete, 20),
-            summary_written("Disk full on db-1.", 20),
-        ]);
+        .then_expect_events(vec![analysis_completed(20), summary_written("Disk full on db-1.", 20)]);
 }
 
 #[test]
@@ -654,7 +662,51 @@ fn a_finished_analysis_summary_is_cut_to_the_limit() {
         .given(vec![opened(), analysis_status(AnalysisStatus::Running, 3)])
         .when(finish_analysis(&long))
         .then_expect_events(vec![
-            analysis_status(AnalysisStatus::Complete, 20),
+            analysis_completed(20),
             summary_written(&"x".repeat(MAX_SUMMARY_CHARS), 20),
         ]);
+}
+
+/// analyzed_at is stamped once: by the analysis completing, or by a status it had before; a
+/// PATCHed analysis status stamps nothing (the caller may not set analyzed_at).
+#[test]
+fn analyzed_at_is_stamped_once_and_never_by_a_patched_analysis_status() {
+    Given::with(())
+        .given(vec![
+            opened(),
+            analysis_status(AnalysisStatus::Running, 3),
+            status_changed(IncidentStatus::Analyzed, Some(at(5))),
+        ])
+        .when(finish_analysis("Disk full on db-1."))
+        .then_expect_events(vec![
+            analysis_status(AnalysisStatus::Complete, 20),
+            summary_written("Disk full on db-1.", 20),
+        ]);
+    Given::with(())
+        .given(vec![
+            opened(),
+            analysis_status(AnalysisStatus::Running, 3),
+            analysis_completed(8),
+        ])
+        .when(IncidentCommand::FinishAnalysis {
+            user_id: OWNER.into(),
+            status: AnalysisStatus::Error,
+            summary: "Disk full on db-1.".into(),
+            at: at(20),
+        })
+        .then_expect_events(vec![
+            analysis_status(AnalysisStatus::Error, 20),
+            summary_written("Disk full on db-1.", 20),
+        ]);
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::Patch {
+            user_id: OWNER.into(),
+            status: None,
+            analysis_status: Some(AnalysisStatus::Complete),
+            summary: None,
+            active_tab: None,
+            at: at(10),
+        })
+        .then_expect_events(vec![analysis_status(AnalysisStatus::Complete, 10)]);
 }

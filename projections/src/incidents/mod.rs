@@ -71,12 +71,15 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     .execute(conn)
                     .await?;
             }
-            E::AnalysisStatusChanged { status, .. } => {
-                sqlx::query(&set("aurora_status = $4"))
+            E::AnalysisStatusChanged {
+                status, analyzed_at, ..
+            } => {
+                sqlx::query(&set("aurora_status = $4, analyzed_at = COALESCE(analyzed_at, $5)"))
                     .bind(id)
                     .bind(at)
                     .bind(version)
                     .bind(status.as_str())
+                    .bind(analyzed_at)
                     .execute(conn)
                     .await?;
             }
