@@ -34,6 +34,16 @@ impl ReadModel<IncidentAnalysis> for IncidentAnalysisReadModel {
     ) -> Result<(), ProjectionError> {
         use AnalysisEvent as E;
         let at = event.payload.at();
+        // A row's id is its event's position in the store, so a replay gives every thought,
+        // citation and suggestion the id it had (the API shows them); a sequence renumbered them.
+        let id: i64 = sqlx::query_scalar(
+            "SELECT global_position FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3",
+        )
+        .bind(<IncidentAnalysis as cqrs_es::Aggregate>::TYPE)
+        .bind(&event.aggregate_id)
+        .bind(event.sequence as i64)
+        .fetch_one(&mut *conn)
+        .await?;
         match &event.payload {
             E::ThoughtRecorded {
                 incident_id,
@@ -42,12 +52,14 @@ impl ReadModel<IncidentAnalysis> for IncidentAnalysisReadModel {
                 ..
             } => {
                 sqlx::query(
-                    "INSERT INTO incident_thoughts (incident_id, timestamp, content, thought_type, created_at) VALUES ($1, $2, $3, $4, $2)",
+                    "INSERT INTO incident_thoughts (id, incident_id, timestamp, content, thought_type, created_at)
+                     VALUES ($5, $1, $2, $3, $4, $2)",
                 )
                 .bind(incident_id)
                 .bind(at)
                 .bind(content)
                 .bind(kind.as_str())
+                .bind(id)
                 .execute(&mut *conn)
                 .await?;
             }
@@ -55,8 +67,8 @@ impl ReadModel<IncidentAnalysis> for IncidentAnalysisReadModel {
                 incident_id, citation, ..
             } => {
                 sqlx::query(
-                    "INSERT INTO incident_citations (incident_id, citation_key, tool_name, command, output, executed_at, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    "INSERT INTO incident_citations (id, incident_id, citation_key, tool_name, command, output, executed_at, created_at)
+                     VALUES ($8, $1, $2, $3, $4, $5, $6, $7)",
                 )
                 .bind(incident_id)
                 .bind(&citation.key)
@@ -65,6 +77,7 @@ impl ReadModel<IncidentAnalysis> for IncidentAnalysisReadModel {
                 .bind(&citation.output)
                 .bind(citation.executed_at)
                 .bind(at)
+                .bind(id)
                 .execute(&mut *conn)
                 .await?;
             }
@@ -74,8 +87,8 @@ impl ReadModel<IncidentAnalysis> for IncidentAnalysisReadModel {
                 ..
             } => {
                 sqlx::query(
-                    "INSERT INTO incident_suggestions (incident_id, title, description, type, risk, command, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    "INSERT INTO incident_suggestions (id, incident_id, title, description, type, risk, command, created_at)
+                     VALUES ($8, $1, $2, $3, $4, $5, $6, $7)",
                 )
                 .bind(incident_id)
                 .bind(&suggestion.title)
@@ -84,6 +97,7 @@ impl ReadModel<IncidentAnalysis> for IncidentAnalysisReadModel {
                 .bind(suggestion.risk.as_str())
                 .bind(&suggestion.command)
                 .bind(at)
+                .bind(id)
                 .execute(&mut *conn)
                 .await?;
             }
