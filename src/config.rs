@@ -188,6 +188,11 @@ pub struct Config {
     #[arg(long, env = "AGENT_TOOL_TIMEOUT_SECS", default_value_t = 30)]
     pub agent_tool_timeout_secs: u64,
 
+    /// Seconds an analysis may spend with the model, all its rounds together; past them the
+    /// built-in summary stands (a stream that trickles never trips the client's idle timeout).
+    #[arg(long, env = "RCA_MODEL_TIMEOUT_SECS", default_value_t = 300)]
+    pub rca_model_timeout_secs: u64,
+
     /// Directory the cloud command tool runs provider CLIs from (never a PATH lookup); unset
     /// leaves the tool out.
     #[arg(long, env = "AGENT_CLI_DIR")]

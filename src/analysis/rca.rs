@@ -454,6 +454,7 @@ async fn model_summary(
     let tools = Tool::specs(state.agent_cli.as_deref());
     let session = session_id.to_string();
     let mut citations = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(state.config.rca_model_timeout_secs);
     for step in 1..=MAX_RCA_STEPS {
         let call = Call {
             user_id: &payload.user_id,
@@ -467,10 +468,14 @@ async fn model_summary(
         } else {
             ChatRequest::new(messages.clone())
         };
-        let completion = match model.complete(call, request).await {
-            Ok(completion) => completion,
-            Err(error) => {
+        let completion = match tokio::time::timeout_at(deadline, model.complete(call, request)).await {
+            Ok(Ok(completion)) => completion,
+            Ok(Err(error)) => {
                 tracing::warn!(%error, model = model.name(), incident_id = %payload.incident_id, "model summary failed; the built-in analyst's stands");
+                return None;
+            }
+            Err(_) => {
+                tracing::warn!(model = model.name(), incident_id = %payload.incident_id, limit_secs = state.config.rca_model_timeout_secs, "model summary ran out of time; the built-in analyst's stands");
                 return None;
             }
         };

@@ -374,3 +374,25 @@ async fn the_analysis_runs_read_only_diagnostic_commands_and_survives_a_nul() {
         .iter()
         .any(|tool| tool["function"]["name"] == "cloud_cli"));
 }
+
+/// A model that trickles its answer (each chunk well within the client's idle timeout) cannot
+/// hold an analysis `running` for ever: past `RCA_MODEL_TIMEOUT_SECS` the built-in summary stands.
+#[tokio::test]
+async fn a_trickling_model_runs_out_of_time_and_the_built_in_summary_stands() {
+    let model = FakeOpenAi::start().await;
+    let slow = "This answer arrives one small piece at a time, far too slowly to wait for.";
+    model.push(Reply::text(slow).chunk_delay(std::time::Duration::from_millis(400)));
+    let base_url = model.base_url().to_owned();
+    let app = spawn_app_with(move |config| {
+        config.llm_base_url = Some(base_url);
+        config.rca_model_timeout_secs = 1;
+    })
+    .await;
+    let user = app.new_user().await.id;
+
+    let incident = analysed_incident(&app, &user).await;
+
+    let summary = incident["summary"].as_str().unwrap();
+    assert!(!summary.is_empty() && summary != slow, "{summary}");
+    assert_eq!(model.requests().len(), 1);
+}
