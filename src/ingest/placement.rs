@@ -354,18 +354,42 @@ impl Placer {
         let mut plan = Plan::default();
         let mut placed_groups: HashMap<(&str, &str, &str), (Uuid, DateTime<Utc>)> = HashMap::new();
         let mut placed_occurrences: HashMap<Occurrence, Uuid> = HashMap::new();
+        let mut adopted = HashSet::new();
         for (index, (item, alert_id)) in items.iter().zip(&fresh).enumerate() {
-            let Some(alert_id) = *alert_id else { continue };
             let alert = item.alert;
             let group = (item.user_id, alert.source.as_str(), alert.group_key.as_str());
-            let occurrence = item.occurrence();
-            let placement = if alert.resolved {
-                // A deployment's success resolves only a failure that came before it.
-                let placed_before = placed_groups
+            // A deployment's success resolves only a failure that came before it.
+            let recovery_target = |placed_groups: &HashMap<_, (Uuid, DateTime<Utc>)>| {
+                placed_groups
                     .get(&group)
                     .filter(|&&(_, fired_at)| alert.kind != AlertKind::Deployment || fired_at <= alert.fired_at)
-                    .map(|&(incident_id, _)| incident_id);
-                let incident = placed_before.or_else(|| recoveries.get(&group).copied());
+                    .map(|&(incident_id, _)| incident_id)
+                    .or_else(|| recoveries.get(&group).copied())
+            };
+            let Some(alert_id) = *alert_id else {
+                // A recovery recorded while no incident held its alert (it came ahead of its
+                // firing), delivered again now that one does: it resolves that incident, once.
+                let row = &found.deliveries[index];
+                if alert.resolved && row.recorded && row.incident_id.is_none() && adopted.insert(row.id) {
+                    if let Some(incident_id) = recovery_target(&placed_groups) {
+                        plan.command(
+                            incident_id,
+                            IncidentCommand::ResolveAlert {
+                                user_id: item.user_id.to_owned(),
+                                source_type: alert.source.as_str().to_owned(),
+                                alert_key: alert.key.clone(),
+                                source_alert_id: row.id,
+                                at: Utc::now(),
+                            },
+                        );
+                        plan.adoptions.push((row.id, incident_id));
+                    }
+                }
+                continue;
+            };
+            let occurrence = item.occurrence();
+            let placement = if alert.resolved {
+                let incident = recovery_target(&placed_groups);
                 if let Some(incident_id) = incident {
                     plan.command(
                         incident_id,
@@ -456,7 +480,16 @@ impl Placer {
         if mode == Mode::Fast && !(rest.is_empty() && rows_follow_reads()) {
             return Err(Abort::NeedsCare);
         }
-        write_batch(conn, &items, &plan.placements, &streams, &found.cursors, &rows).await?;
+        write_batch(
+            conn,
+            &items,
+            &plan.placements,
+            &plan.adoptions,
+            &streams,
+            &found.cursors,
+            &rows,
+        )
+        .await?;
         clock.lap(PlacementPhase::Record);
         if mode == Mode::Careful {
             self.projector
@@ -479,9 +512,14 @@ impl Placer {
         let mut outcomes: Vec<Vec<IngestedAlert>> = batch.iter().map(|n| Vec::with_capacity(n.alerts.len())).collect();
         for ((item, delivery), row) in items.iter().zip(&deliveries).zip(&found.deliveries) {
             let outcome = if row.recorded {
+                let adopted_by = plan
+                    .adoptions
+                    .iter()
+                    .find(|&&(id, _)| id == row.id)
+                    .map(|&(_, incident)| incident);
                 IngestedAlert {
                     alert_id: row.id,
-                    incident_id: row.incident_id,
+                    incident_id: row.incident_id.or(adopted_by),
                     correlated: row.correlated,
                 }
             } else {
@@ -718,6 +756,9 @@ struct Plan {
     /// Incidents the batch opens.
     opened: Vec<Uuid>,
     placements: Vec<Placement>,
+    /// Recoveries recorded before any incident held their alert (delivered ahead of its firing),
+    /// delivered again now that one does: each row's id and the incident it now resolves.
+    adoptions: Vec<(i64, Uuid)>,
 }
 
 impl Plan {
@@ -1018,6 +1059,7 @@ async fn write_batch(
     conn: &mut PgConnection,
     items: &[Item<'_>],
     placements: &[Placement],
+    adoptions: &[(i64, Uuid)],
     streams: &[(String, Vec<EventEnvelope<Incident>>)],
     cursors: &[(String, i64)],
     rows: &RowWrites<'_>,
@@ -1050,14 +1092,21 @@ async fn write_batch(
                      metadata::json, true
                  FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
                      AS e(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata)
+             ), adopted AS (
+                 UPDATE source_alerts s SET incident_id = a.incident_id
+                 FROM unnest($31::bigint[], $32::uuid[]) AS a(id, incident_id)
+                 WHERE s.id = a.id AND s.incident_id IS NULL
+                 RETURNING 1
              ), {rows}
              SELECT CASE
                  WHEN (SELECT count(*) FROM bumped) <> cardinality($28::text[])
                      THEN placement_conflict('alerts of these users were placed since the batch read them')
+                 WHEN (SELECT count(*) FROM adopted) <> cardinality($31::bigint[])
+                     THEN placement_conflict('a recovery was placed since the batch read it')
                  WHEN (SELECT count(*) FROM joined) <> $30
                      THEN placement_conflict('an incident''s read row was written since the batch read it')
              END",
-            rows = RowWrites::ctes(31)
+            rows = RowWrites::ctes(33)
         )
     });
     let events: Vec<(&str, &EventEnvelope<Incident>, String, String)> = streams
@@ -1075,7 +1124,7 @@ async fn write_batch(
         })
         .collect::<Result<_, serde_json::Error>>()
         .map_err(|error| Abort::Failed(PlacementError::Serialization(error.to_string())))?;
-    if events.is_empty() && placements.is_empty() {
+    if events.is_empty() && placements.is_empty() && adoptions.is_empty() {
         return Ok(());
     }
     let alerts: Vec<&Item> = placements.iter().map(|&(index, ..)| &items[index]).collect();
@@ -1138,7 +1187,14 @@ async fn write_batch(
         )
         .bind(cursors.iter().map(|(user_id, _)| user_id.as_str()).collect::<Vec<_>>())
         .bind(cursors.iter().map(|&(_, placed)| placed).collect::<Vec<_>>())
-        .bind(rows.updates() as i64);
+        .bind(rows.updates() as i64)
+        .bind(adoptions.iter().map(|&(id, _)| id).collect::<Vec<_>>())
+        .bind(
+            adoptions
+                .iter()
+                .map(|&(_, incident_id)| incident_id)
+                .collect::<Vec<_>>(),
+        );
     match rows.bind(query).execute(conn).await {
         Ok(_) => Ok(()),
         Err(sqlx::Error::Database(error))

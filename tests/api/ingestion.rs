@@ -184,6 +184,36 @@ async fn an_alert_firing_again_is_a_new_alert_and_an_acknowledgement_is_not() {
     assert_eq!(incidents_of(&app, &user).await.len(), 3);
 }
 
+/// A recovery delivered ahead of its firing is recorded, resolving nothing; delivered again once
+/// the firing opened an incident, it resolves that incident, once.
+#[tokio::test]
+async fn a_recovery_that_came_before_its_firing_resolves_its_incident_when_sent_again() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let (path, resolved) = ("/api/source_d/webhook", fixture("source_d", "resolved"));
+    let early = post_alert(&app, &user, path, &resolved).await;
+    assert_eq!(early["alerts"][0]["incident_id"], Value::Null, "{early}");
+
+    let firing = post_alert(&app, &user, path, &fixture("source_d", "firing")).await;
+    let incident = firing["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    for _ in 0..2 {
+        let again = post_alert(&app, &user, path, &resolved).await;
+        assert_eq!(
+            again["alerts"][0]["alert_id"], early["alerts"][0]["alert_id"],
+            "{again}"
+        );
+        assert_eq!(again["alerts"][0]["incident_id"], json!(incident), "{again}");
+    }
+    let resolutions = app
+        .incident_events(&user, &incident)
+        .await
+        .iter()
+        .filter(|event| event["type"] == "AlertResolved")
+        .count();
+    assert_eq!(resolutions, 1);
+    app.assert_incidents_replay_as_live().await;
+}
+
 /// A key longer than an index entry can hold (incompressible, 6,000 characters) is stored as its
 /// digest: accepted, deduplicated, and its recovery still finds its incident.
 #[tokio::test]
