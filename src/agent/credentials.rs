@@ -117,9 +117,10 @@ pub async fn environment(
     };
     let not_connected = || not_connected_message(program, provider);
     let unavailable = |error: &dyn std::fmt::Display| unavailable_message(provider, error);
+    // Connected, as `check_connected` found above.
     let stored = || async {
-        let found = state.connections.load_connected(&state.db, user_id, provider).await;
-        Ok::<Value, String>(found.map_err(|error| unavailable(&error))?.ok_or_else(not_connected)?.2)
+        let found = state.connections.load(&state.db, user_id, provider).await;
+        Ok::<Value, String>(found.map_err(|error| unavailable(&error))?.ok_or_else(not_connected)?.1)
     };
     match provider {
         Provider::CloudA => {

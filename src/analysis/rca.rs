@@ -383,9 +383,6 @@ const MAX_RCA_STEPS: usize = 4;
 /// Most characters of a tool's output kept in a citation.
 const MAX_CITATION_CHARS: usize = 4_000;
 
-/// The configured model's summary of the built-in analyst's findings, and the citations of the
-/// read-only tools it ran to check them (numbered `1, 2, ...` in the order they ran, cited as
-/// `[n]`). `None` (the built-in summary stands) when the model fails or answers nothing.
 /// A tool call of the analysis, run only if it changes nothing: a `cloud_cli` command that
 /// modifies resources is refused, as is input that is not a JSON object.
 async fn read_only_run(
@@ -400,9 +397,8 @@ async fn read_only_run(
         Ok(input @ Value::Object(_)) => input,
         _ => return Err("the tool's input must be a JSON object".into()),
     };
-    tool.check(state, &payload.user_id, &input)
-        .await
-        .map_err(|error| error.to_string())?;
+    // No confirmation waits between a check and the run here, so the run's own checks (a
+    // configured CLI, a connected account) are the only ones needed.
     if tool.classify(&input).map_err(|error| error.to_string())? == CommandKind::Mutating {
         return Err(format!(
             "an automatic analysis only reads: {name} commands that change resources are not run"
@@ -413,6 +409,9 @@ async fn read_only_run(
         .map_err(|error| error.to_string())
 }
 
+/// The configured model's summary of the built-in analyst's findings, and the citations of the
+/// read-only tools it ran to check them (numbered `1, 2, ...` in the order they ran, cited as
+/// `[n]`). `None` (the built-in summary stands) when the model fails or answers nothing.
 async fn model_summary(
     state: &AppState,
     model: &Model,

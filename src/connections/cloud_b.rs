@@ -84,7 +84,7 @@ pub fn sts_error(error: StsError) -> AppError {
 /// The stored role while its account is connected, with credentials assumed again first when they
 /// expire within five minutes.
 pub async fn fresh(state: &AppState, user_id: &str) -> Result<Option<(Value, DateTime<Utc>)>, AppError> {
-    let Some((_, _, mut stored)) = state.connections.load_connected(&state.db, user_id, PROVIDER).await? else {
+    let Some((_, mut stored)) = state.connections.load_connected(&state.db, user_id, PROVIDER).await? else {
         return Ok(None);
     };
     let expiration = stored["credentials"]["expiration"]

@@ -243,9 +243,14 @@ impl Connectors {
         user_id: &str,
         provider: Provider,
     ) -> Result<Option<(TokenRecord, Value)>, AppError> {
-        let Some(record) = tokens::find(db, user_id, provider.as_str()).await? else {
-            return Ok(None);
-        };
+        match tokens::find(db, user_id, provider.as_str()).await? {
+            Some(record) => self.credentials_of(db, record).await,
+            None => Ok(None),
+        }
+    }
+
+    /// The credentials `record` refers to, from the secrets store.
+    async fn credentials_of(&self, db: &PgPool, record: TokenRecord) -> Result<Option<(TokenRecord, Value)>, AppError> {
         let Some(reference) = record.secret_ref.as_deref() else {
             return Ok(None);
         };
@@ -253,26 +258,25 @@ impl Connectors {
             .parse()
             .map_err(|error| AppError::Internal(anyhow::anyhow!("stored secret reference: {error}")))?;
         let credentials = self.secrets.load(&reference).await.map_err(store_error)?;
-        tokens::touch(db, user_id, provider.as_str()).await?;
+        tokens::touch(db, &record.user_id, &record.provider).await?;
         Ok(credentials.map(|credentials| (record, credentials)))
     }
 
     /// [`Self::load`], only while the credentials serve a connected account (see
-    /// [`credentials_account`]), with that account's id.
+    /// [`credentials_account`]).
     pub async fn load_connected(
         &self,
         db: &PgPool,
         user_id: &str,
         provider: Provider,
-    ) -> Result<Option<(String, TokenRecord, Value)>, AppError> {
+    ) -> Result<Option<(TokenRecord, Value)>, AppError> {
         let Some(record) = tokens::find(db, user_id, provider.as_str()).await? else {
             return Ok(None);
         };
-        let Some(account) = credentials_account(db, &record).await? else {
+        if credentials_account(db, &record).await?.is_none() {
             return Ok(None);
-        };
-        let loaded = self.load(db, user_id, provider).await?;
-        Ok(loaded.map(|(record, credentials)| (account, record, credentials)))
+        }
+        self.credentials_of(db, record).await
     }
 
     /// Deletes the user's credentials for `provider` from the store, the cache and the token

@@ -177,7 +177,7 @@ fn scaleway_error(error: ScalewayError) -> AppError {
 
 /// The stored secret key and organization; `None` while cloud_d is not connected (kept keys included).
 async fn stored(state: &AppState, user_id: &str) -> Result<Option<(SecretKey, String)>, AppError> {
-    let Some((_, _, stored)) = state.connections.load_connected(&state.db, user_id, PROVIDER).await? else {
+    let Some((_, stored)) = state.connections.load_connected(&state.db, user_id, PROVIDER).await? else {
         return Ok(None);
     };
     let field = |name: &str| stored.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();

@@ -292,7 +292,7 @@ async fn credentials_still_work(state: &AppState, user_id: &str) -> Result<bool,
     responses((status = 200, body = RefreshResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, description = "cloud_e is not connected", body = ErrorBody), (status = 502, body = ErrorBody)))]
 async fn refresh_token(State(state): State<AppState>, user: AuthUser) -> Result<Json<RefreshResponse>, AppError> {
-    let (_, _, mut stored) = state
+    let (_, mut stored) = state
         .connections
         .load_connected(&state.db, &user.id, PROVIDER)
         .await?

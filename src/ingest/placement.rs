@@ -359,7 +359,7 @@ impl Placer {
             let alert = item.alert;
             let group = (item.user_id, alert.source.as_str(), alert.group_key.as_str());
             // A deployment's success resolves only a failure that came before it.
-            let recovery_target = |placed_groups: &HashMap<_, (Uuid, DateTime<Utc>)>| {
+            let recovery_target = || {
                 placed_groups
                     .get(&group)
                     .filter(|&&(_, fired_at)| alert.kind != AlertKind::Deployment || fired_at <= alert.fired_at)
@@ -371,17 +371,8 @@ impl Placer {
                 // firing), delivered again now that one does: it resolves that incident, once.
                 let row = &found.deliveries[index];
                 if alert.resolved && row.recorded && row.incident_id.is_none() && adopted.insert(row.id) {
-                    if let Some(incident_id) = recovery_target(&placed_groups) {
-                        plan.command(
-                            incident_id,
-                            IncidentCommand::ResolveAlert {
-                                user_id: item.user_id.to_owned(),
-                                source_type: alert.source.as_str().to_owned(),
-                                alert_key: alert.key.clone(),
-                                source_alert_id: row.id,
-                                at: Utc::now(),
-                            },
-                        );
+                    if let Some(incident_id) = recovery_target() {
+                        plan.command(incident_id, item.resolve_alert(row.id));
                         plan.adoptions.push((row.id, incident_id));
                     }
                 }
@@ -389,18 +380,9 @@ impl Placer {
             };
             let occurrence = item.occurrence();
             let placement = if alert.resolved {
-                let incident = recovery_target(&placed_groups);
+                let incident = recovery_target();
                 if let Some(incident_id) = incident {
-                    plan.command(
-                        incident_id,
-                        IncidentCommand::ResolveAlert {
-                            user_id: item.user_id.to_owned(),
-                            source_type: alert.source.as_str().to_owned(),
-                            alert_key: alert.key.clone(),
-                            source_alert_id: alert_id,
-                            at: Utc::now(),
-                        },
-                    );
+                    plan.command(incident_id, item.resolve_alert(alert_id));
                 }
                 incident.map(|incident_id| (incident_id, false))
             } else if let Some(&incident_id) = placed_occurrences.get(&occurrence).or_else(|| holders.get(&occurrence))
@@ -736,6 +718,17 @@ impl<'a> Item<'a> {
             &self.alert.key,
             self.alert.fired_at,
         )
+    }
+
+    /// The recovery this item is, as the command that resolves its alert in an incident.
+    fn resolve_alert(&self, source_alert_id: i64) -> IncidentCommand {
+        IncidentCommand::ResolveAlert {
+            user_id: self.user_id.to_owned(),
+            source_type: self.alert.source.as_str().to_owned(),
+            alert_key: self.alert.key.clone(),
+            source_alert_id,
+            at: Utc::now(),
+        }
     }
 
     fn delivery(&self) -> Delivery<'a> {

@@ -99,14 +99,6 @@ impl Refusal {
     }
 }
 
-/// How a session is named in every message about it: a UUID in its canonical form (lowercase,
-/// hyphenated), whichever spelling the client sent (`{...}`, upper case, no hyphens), so that the
-/// refusals and the reply of one query name it alike; anything else as sent, trimmed.
-fn canonical_session_id(raw: &str) -> String {
-    let raw = raw.trim();
-    raw.parse::<Uuid>().map_or_else(|_| raw.to_owned(), |id| id.to_string())
-}
-
 /// A message naming another user than the connection's `init`.
 const NOT_YOURS: &str = "user_id does not match the one this connection was initialised with";
 
@@ -155,9 +147,7 @@ impl Connection {
             }) => {
                 // A malformed query still counts against the rate, as every query does.
                 let _ = self.bucket.try_take(Instant::now());
-                return self
-                    .outbox
-                    .refuse(&canonical_session_id(&session_id), text, Some("INVALID_QUERY"));
+                return self.outbox.refuse(&session_id, text, Some("INVALID_QUERY"));
             }
             Err(error) => return self.outbox.send(ServerMessage::error(error.text)),
         };
@@ -182,11 +172,7 @@ impl Connection {
         let Some(user_id) = self.user_id.clone() else {
             const INIT_FIRST: &str = "send an init message with your user_id first";
             return match message {
-                ClientMessage::Query(query) => self.outbox.refuse(
-                    &canonical_session_id(&query.session_id),
-                    INIT_FIRST,
-                    Some("INIT_REQUIRED"),
-                ),
+                ClientMessage::Query(query) => self.outbox.refuse(&query.session_id, INIT_FIRST, Some("INIT_REQUIRED")),
                 _ => self
                     .outbox
                     .send(ServerMessage::coded_error(INIT_FIRST, "INIT_REQUIRED")),
@@ -198,13 +184,8 @@ impl Connection {
             ClientMessage::Cancel {
                 session_id,
                 user_id: Some(claimed),
-            } if claimed != user_id => self.refuse_cancel(
-                &canonical_session_id(&session_id),
-                NOT_YOURS,
-                Severity::Error,
-                "USER_MISMATCH",
-            ),
-            ClientMessage::Cancel { session_id, .. } => self.cancel(&user_id, &canonical_session_id(&session_id)),
+            } if claimed != user_id => self.refuse_cancel(&session_id, NOT_YOURS, Severity::Error, "USER_MISMATCH"),
+            ClientMessage::Cancel { session_id, .. } => self.cancel(&user_id, &session_id),
             ClientMessage::Confirmation {
                 user_id: Some(claimed), ..
             } if claimed != user_id => self.outbox.send(ServerMessage::coded_error(NOT_YOURS, "USER_MISMATCH")),
@@ -229,7 +210,7 @@ impl Connection {
     }
 
     fn query(&mut self, user_id: &str, query: ChatQuery) {
-        let sid = canonical_session_id(&query.session_id);
+        let sid = query.session_id.clone();
         match self.admit(user_id, &query, &sid) {
             Ok(session_id) => match self.state.reply_turns.try_take(session_id) {
                 Some(turn) => self.start_reply(session_id, query, turn),

@@ -141,8 +141,7 @@ impl ClientMessage {
                         "unknown control action {action:?}; the one action is \"cancel\""
                     )));
                 }
-                let session_id = string_field(&value, "session_id")
-                    .ok_or_else(|| ParseError::new("control needs a session_id"))?;
+                let session_id = session_id_field(&value).ok_or_else(|| ParseError::new("control needs a session_id"))?;
                 let user_id = string_field(&value, "user_id");
                 Ok(Self::Cancel { session_id, user_id })
             }
@@ -163,20 +162,35 @@ impl ClientMessage {
                 "unknown message type {other:?}; expected init, control or confirmation_response, or a chat query without type"
             ))),
             None => {
-                let session_id = string_field(&value, "session_id");
+                let session_id = session_id_field(&value);
                 let invalid = |text: String| ParseError {
                     text,
                     query_session_id: session_id.clone(),
                 };
-                let query: ChatQuery =
+                let mut query: ChatQuery =
                     serde_path_to_error::deserialize(value).map_err(|error| invalid(query_error(&error)))?;
                 if query.user_id.trim().is_empty() || query.session_id.trim().is_empty() {
                     return Err(invalid("a chat query needs user_id and session_id".into()));
                 }
+                query.session_id = canonical_session_id(&query.session_id);
                 Ok(Self::Query(Box::new(query)))
             }
         }
     }
+}
+
+/// A message's `session_id`, as every message about the session names it: a UUID in its
+/// canonical form (lowercase, hyphenated), whichever spelling the client sent (`{...}`, upper
+/// case, no hyphens), so that the refusals and the reply of one query name it alike; anything
+/// else as sent, trimmed.
+fn session_id_field(value: &Value) -> Option<String> {
+    string_field(value, "session_id").map(|id| canonical_session_id(&id))
+}
+
+fn canonical_session_id(raw: &str) -> String {
+    let raw = raw.trim();
+    raw.parse::<uuid::Uuid>()
+        .map_or_else(|_| raw.to_owned(), |id| id.to_string())
 }
 
 fn string_field(value: &Value, name: &str) -> Option<String> {
@@ -336,6 +350,34 @@ pub struct ToolCallStatus<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_ids_are_read_in_their_canonical_spelling() {
+        let canonical = "8259031a-5c2e-4b7e-9f0e-2d1c3b4a5f60";
+        let Ok(ClientMessage::Query(query)) = ClientMessage::parse(
+            r#"{"query":"q","user_id":"u","session_id":" {8259031A-5C2E-4B7E-9F0E-2D1C3B4A5F60} "}"#,
+        ) else {
+            panic!("a query")
+        };
+        assert_eq!(query.session_id, canonical);
+        assert_eq!(
+            ClientMessage::parse(
+                r#"{"type":"control","action":"cancel","session_id":"8259031A5C2E4B7E9F0E2D1C3B4A5F60"}"#
+            ),
+            Ok(ClientMessage::Cancel {
+                session_id: canonical.into(),
+                user_id: None
+            })
+        );
+        let Err(refused) = ClientMessage::parse(r#"{"query":5,"user_id":"u","session_id":"S-1 "}"#) else {
+            panic!("refused")
+        };
+        assert_eq!(
+            refused.query_session_id.as_deref(),
+            Some("S-1"),
+            "not a UUID: as sent, trimmed"
+        );
+    }
 
     #[test]
     fn parses_each_client_message() {

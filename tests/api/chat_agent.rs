@@ -398,12 +398,7 @@ async fn a_mutating_command_waits_for_confirmation_and_runs_only_when_approved()
                           "approved": approved, "user_id": user, "session_id": session_id }),
             )
             .await;
-        let messages = client.until_end().await;
-        let done = of_type(&messages, "tool_call")
-            .into_iter()
-            .find(|call| call["data"]["status"] != "running")
-            .unwrap()
-            .clone();
+        let done = finished_call(&client.until_end().await);
         assert_eq!(done["data"]["status"], status, "approved: {approved}");
         let output = done["data"]["output"].as_str().unwrap();
         if approved {
@@ -1031,21 +1026,9 @@ async fn an_unconfigured_cloud_cli_is_refused_before_any_confirmation() {
     let session_id = new_session(&app, &user).await;
     let mut client = Client::connect(&app, &user).await;
 
-    client
-        .ask(
-            &session_id,
-            "",
-            json!({ "direct_tool_call": { "tool_name": "cloud_cli",
-                    "input": { "command": "aws ec2 terminate-instances --instance-ids i-1" } } }),
-        )
-        .await;
-    let messages = client.until_end().await;
-    assert!(of_type(&messages, "confirmation_request").is_empty(), "{messages:?}");
-    let done = of_type(&messages, "tool_call")
-        .into_iter()
-        .find(|call| call["data"]["status"] != "running")
-        .expect("the call finished")
-        .clone();
+    let command = "aws ec2 terminate-instances --instance-ids i-1";
+    let (done, asked) = run_cli_approving(&mut client, &session_id, command).await;
+    assert!(!asked, "no confirmation for a tool that cannot run");
     assert_eq!(done["data"]["status"], "error", "{done}");
     assert!(
         done["data"]["output"].as_str().unwrap().contains("not configured"),
@@ -1053,8 +1036,8 @@ async fn an_unconfigured_cloud_cli_is_refused_before_any_confirmation() {
     );
 }
 
-/// Runs `command` through the cloud command tool directly and returns the finished tool call.
-async fn run_cli(client: &mut Client, session_id: &str, command: &str) -> Value {
+/// Asks for `command` through the cloud command tool directly, bypassing the model.
+async fn ask_cli(client: &mut Client, session_id: &str, command: &str) {
     client
         .ask(
             session_id,
@@ -1062,12 +1045,21 @@ async fn run_cli(client: &mut Client, session_id: &str, command: &str) -> Value 
             json!({ "direct_tool_call": { "tool_name": "cloud_cli", "input": { "command": command } } }),
         )
         .await;
-    let messages = client.until_end().await;
-    of_type(&messages, "tool_call")
+}
+
+/// The tool call of a reply's messages once it finished (`success` or `error`).
+fn finished_call(messages: &[Value]) -> Value {
+    of_type(messages, "tool_call")
         .into_iter()
         .find(|call| call["data"]["status"] != "running")
         .expect("the call finished")
         .clone()
+}
+
+/// Runs `command` through the cloud command tool directly and returns the finished tool call.
+async fn run_cli(client: &mut Client, session_id: &str, command: &str) -> Value {
+    ask_cli(client, session_id, command).await;
+    finished_call(&client.until_end().await)
 }
 
 #[tokio::test]
@@ -1120,13 +1112,7 @@ async fn cloud_commands_act_with_the_users_own_connected_credentials() {
 /// Runs `command` through the cloud command tool directly, approving any confirmation it asks
 /// for; returns the finished tool call and whether a confirmation was asked.
 async fn run_cli_approving(client: &mut Client, session_id: &str, command: &str) -> (Value, bool) {
-    client
-        .ask(
-            session_id,
-            "",
-            json!({ "direct_tool_call": { "tool_name": "cloud_cli", "input": { "command": command } } }),
-        )
-        .await;
+    ask_cli(client, session_id, command).await;
     let mut asked = false;
     let mut messages = Vec::new();
     loop {
@@ -1147,12 +1133,7 @@ async fn run_cli_approving(client: &mut Client, session_id: &str, command: &str)
             break;
         }
     }
-    let done = of_type(&messages, "tool_call")
-        .into_iter()
-        .find(|call| call["data"]["status"] != "running")
-        .expect("the call finished")
-        .clone();
-    (done, asked)
+    (finished_call(&messages), asked)
 }
 
 #[tokio::test]

@@ -171,11 +171,6 @@ async fn a_session_about_another_incident_or_none_does_not_continue_here() {
             .await;
         assert_error(refused, 404, "not_found").await;
     }
-    let untouched: Value = app
-        .send_as(&user, Method::GET, &format!("/chat_api/sessions/{about_first}"), None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let untouched = completed_session(&app, &user, &about_first).await;
     assert_eq!(untouched["messages"].as_array().unwrap().len(), 2, "{untouched}");
 }

@@ -1,7 +1,7 @@
 use reqwest::header::{HeaderMap, COOKIE};
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_error, spawn_app, spawn_app_with, user_header, PASSWORD};
+use crate::helpers::{assert_error, spawn_app, spawn_app_with, user_header, CapturedLogs, PASSWORD};
 
 #[tokio::test]
 async fn register_returns_the_user_without_any_password() {
@@ -108,12 +108,7 @@ async fn failed_logins_share_one_message() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn failed_login_is_logged_without_the_password() {
-    let logs = CapturedLogs::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = CapturedLogs::start();
 
     let app = spawn_app().await;
     let user = app.new_user().await;
@@ -139,12 +134,7 @@ async fn failed_login_is_logged_without_the_password() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_failed_login_cannot_write_a_line_of_its_own_into_the_log() {
-    let logs = CapturedLogs::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = CapturedLogs::start();
 
     let app = spawn_app().await;
     let forged = "2026-01-01T00:00:00Z  INFO vigil: FORGED LINE";
@@ -354,33 +344,6 @@ async fn strict_mode_needs_a_session_or_a_gateway_signature() {
         "not_found",
     )
     .await;
-}
-
-/// A `MakeWriter` that keeps everything written to it.
-#[derive(Clone, Default)]
-struct CapturedLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl CapturedLogs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl std::io::Write for CapturedLogs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
-    type Writer = Self;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
 }
 
 /// Two `X-User-ID` headers name no one in particular (a gateway appending its own after the
