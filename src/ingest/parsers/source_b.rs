@@ -13,8 +13,8 @@ use super::{AlertKind, NormalizedAlert, ParseError, Source};
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Option<NormalizedAlert>, ParseError> {
     let root = Obj::root(payload)?;
     let event = root.require_object("event")?;
-    let event_type = event.text("event_type")?.map(|word| word.to_lowercase());
-    let resource_type = event.text("resource_type")?.map(|word| word.to_lowercase());
+    let event_type = event.word("event_type")?.map(|word| word.to_lowercase());
+    let resource_type = event.word("resource_type")?.map(|word| word.to_lowercase());
     let about_an_incident = resource_type.as_deref().is_none_or(|resource| resource == "incident")
         && event_type.as_deref().is_none_or(|kind| kind.starts_with("incident."));
     if !about_an_incident {
@@ -258,6 +258,11 @@ mod tests {
     fn rejects_present_fields_of_the_wrong_type() {
         for (pointer, value, message) in [
             (
+                "/event/event_type",
+                json!(7),
+                "field `event.event_type` must be a string, not a number",
+            ),
+            (
                 "/event/data/created_at",
                 json!("yesterday"),
                 "field `event.data.created_at` must be an RFC 3339 time or epoch seconds, not \"yesterday\"",
@@ -295,7 +300,7 @@ mod tests {
             (
                 "/event/event_type",
                 json!(["incident.triggered", {}]),
-                "field `event.event_type[1]` must be a string or a number, not an object",
+                "field `event.event_type` must be a string, not an array",
             ),
         ] {
             assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);

@@ -10,10 +10,7 @@ use super::{AlertKind, NormalizedAlert, ParseError, Source};
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
     // `PID` is the stable key; a template that leaves it out still names the problem.
-    let key = match root.get("PID") {
-        None if root.get("ProblemID").is_some() => root.require_id("ProblemID")?,
-        _ => root.require_id("PID")?,
-    };
+    let key = root.require_first_id(&["PID", "ProblemID"])?;
     let tags = root.tags("Tags")?;
     let impacted_entity = root.text("ImpactedEntity")?;
     let problem_id = root.text("ProblemID")?;
@@ -189,6 +186,15 @@ mod tests {
     }
 
     #[test]
+    fn a_blank_pid_reads_as_absent() {
+        let payload = with(fixture(SOURCE, Fixture::Firing), "/PID", json!(""));
+        assert_eq!(
+            parse_one(SOURCE, &payload).key,
+            fixture(SOURCE, Fixture::Firing)["ProblemID"].as_str().unwrap()
+        );
+    }
+
+    #[test]
     fn every_problem_severity_is_mapped() {
         for (given, expected) in [
             ("AVAILABILITY", "critical"),
@@ -224,7 +230,11 @@ mod tests {
     #[test]
     fn rejects_bodies_without_a_pid() {
         assert_rejects_non_objects(SOURCE);
-        assert_error(SOURCE, &json!({}), "missing field `PID`");
+        assert_error(
+            SOURCE,
+            &json!({}),
+            "missing field: one of `PID`, `ProblemID` is required",
+        );
         assert_error(
             SOURCE,
             &with(fixture(SOURCE, Fixture::Firing), "/PID", json!({"id": "x"})),

@@ -132,6 +132,16 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// An optional word of a fixed vocabulary (an event type, a resource type): only a string is
+    /// one. A number there is a malformed payload, not a word that matches nothing.
+    pub(super) fn word(&self, name: &str) -> Result<Option<String>, ParseError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::String(text)) => Ok(non_blank(text)),
+            Some(other) => Err(wrong_type(self.path_of(name), "a string", other)),
+        }
+    }
+
     /// Alternative optional text fields: the first one that has a value. Every alternative present must be usable.
     pub(super) fn first_text(&self, names: &[&str]) -> Result<Option<String>, ParseError> {
         let mut first = None;
@@ -150,9 +160,18 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// A required identifier that may come under one of several names; the first name present decides.
+    /// A required identifier that may come under one of several names; the first name present
+    /// decides. A blank one is absent (an unset marker), so the next name is read.
     pub(super) fn require_first_id(&self, names: &[&str]) -> Result<String, ParseError> {
-        match names.iter().find(|name| self.get(name).is_some()) {
+        let is_set = |name: &&&str| {
+            self.get(name)
+                .is_some_and(|value| !value.as_str().is_some_and(|text| text.trim().is_empty()))
+        };
+        match names
+            .iter()
+            .find(is_set)
+            .or_else(|| names.iter().find(|name| self.get(name).is_some()))
+        {
             Some(name) => self.require_id(name),
             None => Err(ParseError::MissingOneOf {
                 fields: names.iter().map(|name| self.path_of(name)).collect(),
@@ -167,7 +186,7 @@ impl<'a> Obj<'a> {
             return Ok(None);
         };
         match value {
-            Value::Number(_) | Value::String(_) => match timestamp(value, unit) {
+            Value::Number(_) | Value::String(_) => match timestamp(value) {
                 Some(time) => Ok(Some(time)),
                 None if is_unset_time(value) => Ok(None),
                 None => Err(invalid_value(self.path_of(name), unit.expected(), value)),
@@ -424,20 +443,7 @@ pub(super) enum EpochUnit {
     Millis,
 }
 
-/// Epoch values at or above this are read as milliseconds whatever the field's documented unit says, and values
-/// below it as seconds: as seconds it is the year 5138, as milliseconds it is March 1973, so no real alert time is
-/// ambiguous, and template authors do mix the two units up.
-const MILLIS_THRESHOLD: i64 = 100_000_000_000;
-
 impl EpochUnit {
-    fn plausible_for(self, whole: i64) -> Self {
-        match self {
-            Self::Seconds if whole >= MILLIS_THRESHOLD => Self::Millis,
-            Self::Millis if whole < MILLIS_THRESHOLD => Self::Seconds,
-            unit => unit,
-        }
-    }
-
     /// What a time field in this unit must be, in error messages.
     const fn expected(self) -> &'static str {
         match self {
@@ -447,16 +453,16 @@ impl EpochUnit {
     }
 }
 
-/// A point in time from an epoch number (or numeric string) in `unit`, or from RFC 3339 / ISO 8601 text; `None`
+/// A point in time from an epoch number (or numeric string), or from RFC 3339 / ISO 8601 text; `None`
 /// for anything else, including times not after 1970 or past the year 9999. [`Obj::time`] tells the unset markers
 /// among those from garbage.
-fn timestamp(value: &Value, unit: EpochUnit) -> Option<DateTime<Utc>> {
+fn timestamp(value: &Value) -> Option<DateTime<Utc>> {
     let parsed = match value {
-        Value::Number(number) => epoch_parts_of_number(number).and_then(|(whole, nanos)| epoch(whole, nanos, unit)),
+        Value::Number(number) => epoch_parts_of_number(number).and_then(|(whole, nanos)| epoch(whole, nanos)),
         Value::String(text) => {
             let text = text.trim();
             match split_decimal(text) {
-                Some((whole, nanos)) => epoch(whole, nanos, unit),
+                Some((whole, nanos)) => epoch(whole, nanos),
                 None => parse_datetime_text(text),
             }
         }
@@ -476,7 +482,7 @@ fn epoch_parts_of_number(number: &Number) -> Option<(i64, u32)> {
     }
     let float = number
         .as_f64()
-        .filter(|float| float.is_finite() && *float >= 0.0 && *float < 1e15)?;
+        .filter(|float| float.is_finite() && *float >= 0.0 && *float < 9e18)?;
     let fraction_nanos = ((float.fract() * 1e9) as u32).min(999_999_999);
     Some((float.trunc() as i64, fraction_nanos))
 }
@@ -498,14 +504,23 @@ fn split_decimal(text: &str) -> Option<(i64, u32)> {
     Some((whole.parse().ok()?, fraction_nanos))
 }
 
-fn epoch(whole: i64, fraction_nanos: u32, unit: EpochUnit) -> Option<DateTime<Utc>> {
-    match unit.plausible_for(whole) {
-        EpochUnit::Seconds => DateTime::from_timestamp(whole, fraction_nanos),
-        EpochUnit::Millis => {
-            let millis_nanos = u32::try_from(whole.rem_euclid(1000)).ok()? * 1_000_000;
-            DateTime::from_timestamp(whole.div_euclid(1000), millis_nanos + fraction_nanos / 1000)
-        }
-    }
+/// An epoch in whichever unit its magnitude says, whatever the field's documented unit: template
+/// authors mix seconds and milliseconds up, and some tools send micro- or nanoseconds. Each unit's
+/// range starts where the unit below would pass the year 5138 and where it itself reads 1973, so
+/// no real alert time is ambiguous.
+fn epoch(whole: i64, fraction_nanos: u32) -> Option<DateTime<Utc>> {
+    const MILLIS_FROM: i64 = 100_000_000_000;
+    const MICROS_FROM: i64 = 1_000 * MILLIS_FROM;
+    const NANOS_FROM: i64 = 1_000 * MICROS_FROM;
+    let units_per_second: i64 = match whole {
+        ..MILLIS_FROM => 1,
+        MILLIS_FROM..MICROS_FROM => 1_000,
+        MICROS_FROM..NANOS_FROM => 1_000_000,
+        _ => 1_000_000_000,
+    };
+    let nanos_per_unit = 1_000_000_000 / units_per_second;
+    let nanos = whole.rem_euclid(units_per_second) * nanos_per_unit + i64::from(fraction_nanos) / units_per_second;
+    DateTime::from_timestamp(whole.div_euclid(units_per_second), u32::try_from(nanos).ok()?)
 }
 
 /// RFC 3339 (nanoseconds and any offset), also `+0000`- and `+01`-style offsets (ISO 8601 allows
@@ -677,72 +692,56 @@ mod tests {
     #[test]
     fn epoch_seconds_as_number_string_and_fraction() {
         let expected = utc("2026-11-20T11:04:00Z");
-        assert_eq!(timestamp(&json!(1795172640), EpochUnit::Seconds), Some(expected));
-        assert_eq!(timestamp(&json!("1795172640"), EpochUnit::Seconds), Some(expected));
-        assert_eq!(timestamp(&json!("1795172640.000"), EpochUnit::Seconds), Some(expected));
-        assert_eq!(
-            timestamp(&json!("1795172640.25"), EpochUnit::Seconds),
-            Some(utc("2026-11-20T11:04:00.25Z"))
-        );
-        assert_eq!(
-            timestamp(&json!(1795172640.5), EpochUnit::Seconds),
-            Some(utc("2026-11-20T11:04:00.5Z"))
-        );
+        assert_eq!(timestamp(&json!(1795172640)), Some(expected));
+        assert_eq!(timestamp(&json!("1795172640")), Some(expected));
+        assert_eq!(timestamp(&json!("1795172640.000")), Some(expected));
+        assert_eq!(timestamp(&json!("1795172640.25")), Some(utc("2026-11-20T11:04:00.25Z")));
+        assert_eq!(timestamp(&json!(1795172640.5)), Some(utc("2026-11-20T11:04:00.5Z")));
     }
 
     #[test]
     fn epoch_millis_keep_their_milliseconds() {
         let expected = utc("2026-11-20T07:55:00.123Z");
-        assert_eq!(timestamp(&json!(1795161300123_i64), EpochUnit::Millis), Some(expected));
-        assert_eq!(timestamp(&json!("1795161300123"), EpochUnit::Millis), Some(expected));
+        assert_eq!(timestamp(&json!(1795161300123_i64)), Some(expected));
+        assert_eq!(timestamp(&json!("1795161300123")), Some(expected));
     }
 
     #[test]
-    fn times_past_the_year_9999_are_not_times() {
+    fn epochs_are_read_by_magnitude_up_to_nanoseconds() {
+        let expected = utc("2026-11-20T07:55:00.123456789Z");
+        assert_eq!(timestamp(&json!(1_795_161_300_123_456_789_i64)), Some(expected));
+        assert_eq!(timestamp(&json!("1795161300123456789")), Some(expected));
         assert_eq!(
-            timestamp(&json!(253_402_300_799_000_i64), EpochUnit::Millis),
-            Some(utc("9999-12-31T23:59:59Z"))
+            timestamp(&json!(1_795_161_300_123_456_i64)),
+            Some(utc("2026-11-20T07:55:00.123456Z"))
         );
-        assert_eq!(timestamp(&json!(253_402_300_800_000_i64), EpochUnit::Millis), None);
-        // Near chrono's own limit (year 262142): a correlation window reaching past it would overflow.
-        assert_eq!(timestamp(&json!(8_210_266_876_799_000_i64), EpochUnit::Millis), None);
-        assert_eq!(timestamp(&json!("8210266876799000"), EpochUnit::Seconds), None);
+        assert_eq!(
+            timestamp(&json!("1795161300123456.5")),
+            Some(utc("2026-11-20T07:55:00.1234565Z"))
+        );
+        // A float in nanoseconds keeps what a double holds of it (microseconds, here).
+        let float = timestamp(&json!(1.795_161_300_123_456_8e18)).expect("a time");
+        assert_eq!(float.timestamp(), 1_795_161_300);
+        assert_eq!(float.timestamp_subsec_micros() / 10, 12_345);
+        assert_eq!(timestamp(&json!(u64::MAX)), None, "past what the clock library holds");
     }
 
     #[test]
     fn epoch_in_the_other_unit_is_read_by_magnitude() {
         let expected = utc("2026-11-20T07:55:00Z");
-        assert_eq!(timestamp(&json!(1795161300000_i64), EpochUnit::Seconds), Some(expected));
-        assert_eq!(timestamp(&json!(1795161300), EpochUnit::Millis), Some(expected));
+        assert_eq!(timestamp(&json!(1795161300000_i64)), Some(expected));
+        assert_eq!(timestamp(&json!(1795161300)), Some(expected));
     }
 
     #[test]
     fn rfc3339_with_nanoseconds_offsets_and_loose_forms() {
         let expected = utc("2026-11-20T14:02:10.123456789Z");
-        assert_eq!(
-            timestamp(&json!("2026-11-20T14:02:10.123456789Z"), EpochUnit::Seconds),
-            Some(expected)
-        );
-        assert_eq!(
-            timestamp(&json!("2026-11-20T16:02:10.123456789+02:00"), EpochUnit::Seconds),
-            Some(expected)
-        );
-        assert_eq!(
-            timestamp(&json!("2026-11-20T09:02:10.123456789-0500"), EpochUnit::Seconds),
-            Some(expected)
-        );
-        assert_eq!(
-            timestamp(&json!("2026-11-20 14:02:10.123456789"), EpochUnit::Seconds),
-            Some(expected)
-        );
-        assert_eq!(
-            timestamp(&json!("2026-11-20T15:02:10.123456789+01"), EpochUnit::Seconds),
-            Some(expected)
-        );
-        assert_eq!(
-            timestamp(&json!("2026-11-20T09:02:10.123456789-05"), EpochUnit::Seconds),
-            Some(expected)
-        );
+        assert_eq!(timestamp(&json!("2026-11-20T14:02:10.123456789Z")), Some(expected));
+        assert_eq!(timestamp(&json!("2026-11-20T16:02:10.123456789+02:00")), Some(expected));
+        assert_eq!(timestamp(&json!("2026-11-20T09:02:10.123456789-0500")), Some(expected));
+        assert_eq!(timestamp(&json!("2026-11-20 14:02:10.123456789")), Some(expected));
+        assert_eq!(timestamp(&json!("2026-11-20T15:02:10.123456789+01")), Some(expected));
+        assert_eq!(timestamp(&json!("2026-11-20T09:02:10.123456789-05")), Some(expected));
     }
 
     /// The error message of a reader's result, for comparisons.
@@ -969,6 +968,21 @@ mod tests {
             Err("field `f` must be a string or a number, not an object".to_owned())
         );
         assert_eq!(obj.require_id("g"), Err(ParseError::MissingField { field: "g".into() }));
+    }
+
+    #[test]
+    fn a_blank_first_id_reads_as_absent() {
+        let payload = json!({"node": {"id": " ", "hostname": "db-01"}});
+        let node = Obj::root(&payload)
+            .and_then(|root| root.require_object("node"))
+            .expect("node");
+        assert_eq!(node.require_first_id(&["id", "hostname"]), Ok("db-01".to_owned()));
+        let blank_only = json!({"id": ""});
+        assert_eq!(
+            Obj::root(&blank_only).and_then(|root| root.require_first_id(&["id", "hostname"])),
+            Err(ParseError::Empty { field: "id".into() }),
+            "with no other name set, the blank one is reported"
+        );
     }
 
     #[test]
