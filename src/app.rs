@@ -31,7 +31,7 @@ impl Application {
     /// Connects, migrates and binds both listeners (port 0 picks a free port).
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         db::create_if_missing(&config).await?;
-        let db = db::pool(&config)?;
+        let db = db::pool(&config, db::SERVICE_APPLICATION_NAME)?;
         db::migrate(&db).await?;
         Self::build_with_pool(config, db).await
     }

@@ -11,11 +11,19 @@ use crate::config::Config;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
+/// How the service's pooled connections name themselves in `pg_stat_activity` (its ingestion
+/// lanes say what they are), so that `vigil replay` can tell that a service is running.
+pub const SERVICE_APPLICATION_NAME: &str = "vigil";
+/// How `vigil replay`'s connections name themselves.
+pub const REPLAY_APPLICATION_NAME: &str = "vigil replay";
+
 /// A pool that connects lazily, so the service starts (and reports itself unready) while the
-/// database is briefly away.
-pub fn pool(config: &Config) -> anyhow::Result<PgPool> {
+/// database is briefly away. Its connections are named `application_name`.
+pub fn pool(config: &Config, application_name: &str) -> anyhow::Result<PgPool> {
     let url = config.database_url.expose();
-    let mut options = PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid PostgreSQL URL")?;
+    let mut options = PgConnectOptions::from_str(url)
+        .context("DATABASE_URL is not a valid PostgreSQL URL")?
+        .application_name(application_name);
     if plain_on_loopback(url, std::env::var_os("PGSSLMODE").is_some()) {
         options = options.ssl_mode(PgSslMode::Disable);
     }
@@ -100,4 +108,19 @@ mod tests {
             assert!(!plain_on_loopback(url, sslmode_in_environment), "{url}");
         }
     }
+}
+
+/// Connections of a running service (`vigil serve` or `vigil worker`, any instance) to this
+/// database, other than the caller's own.
+pub async fn service_connections(db: &PgPool) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = ANY($1)",
+    )
+    .bind([
+        SERVICE_APPLICATION_NAME,
+        crate::ingest::placement::LANE_APPLICATION_NAME,
+    ])
+    .fetch_one(db)
+    .await
 }

@@ -42,6 +42,16 @@ pub enum AppError {
     Internal(anyhow::Error),
 }
 
+/// A caller's value as an error message quotes it: at most 40 characters, then `…`, so that a
+/// megabyte sent as a status is not sent back (nor logged) whole.
+pub fn excerpt(value: &str) -> String {
+    const MAX_CHARS: usize = 40;
+    match value.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{}…", &value[..cut]),
+        None => value.to_owned(),
+    }
+}
+
 /// Seconds a client is asked to wait before retrying a 503.
 const UNAVAILABLE_RETRY_SECS: u32 = 5;
 

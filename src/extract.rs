@@ -157,6 +157,14 @@ fn json_kind(value: &serde_json::Value) -> &'static str {
 /// strings are dropped (see [`without_nul_escapes`]).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
     let bytes = without_nul_escapes(without_byte_order_mark(bytes));
+    // serde_json checks the encoding only of the strings it reads: bytes that are not UTF-8 in a
+    // field the type ignores would pass, where the same bytes in a field it reads are refused.
+    if std::str::from_utf8(&bytes).is_err() {
+        return Err(AppError::bad_request(
+            "invalid_json",
+            "malformed JSON: the body is not UTF-8",
+        ));
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
@@ -359,6 +367,26 @@ mod tests {
     fn a_byte_order_mark_before_the_document_is_skipped() {
         let value: serde_json::Value = parse_json(b"\xEF\xBB\xBF{\"a\": 1}").unwrap();
         assert_eq!(value, serde_json::json!({"a": 1}));
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_refused_in_ignored_fields_too() {
+        #[derive(Debug, serde::Deserialize)]
+        struct OnlyTitle {
+            #[allow(dead_code)]
+            title: String,
+        }
+        let error = parse_json::<OnlyTitle>(b"{\"zz\":\"\xff\xfe\",\"title\":\"ok\"}").unwrap_err();
+        assert!(
+            matches!(
+                error,
+                AppError::BadRequest {
+                    code: "invalid_json",
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
     }
 
     #[test]

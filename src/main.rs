@@ -22,11 +22,17 @@ enum Command {
     Worker,
     /// Apply database migrations and exit.
     Migrate,
-    /// Truncate read tables and rebuild them from the event store, then exit.
+    /// Truncate read tables and rebuild them from the event store, then exit. Refused while a
+    /// service (`vigil serve` or `vigil worker`) is connected to the database, unless `--online`.
     Replay {
         /// Only this projection (e.g. `chat_sessions`); all of them when absent.
         #[arg(long)]
         projection: Option<String>,
+        /// Rebuild although a service is running: until the rebuild ends, the read tables it
+        /// truncated are empty to that service (incidents read as missing, new alerts find
+        /// nothing to correlate with, analyses of new incidents fail).
+        #[arg(long)]
+        online: bool,
     },
 }
 
@@ -46,12 +52,19 @@ async fn main() -> anyhow::Result<()> {
             vigil::app::run_worker_process(cli.config, shutdown).await
         }
         Command::Migrate => {
-            migrated_pool(&cli.config).await?;
+            migrated_pool(&cli.config, vigil::db::SERVICE_APPLICATION_NAME).await?;
             tracing::info!("migrations applied");
             Ok(())
         }
-        Command::Replay { projection } => {
-            let db = migrated_pool(&cli.config).await?;
+        Command::Replay { projection, online } => {
+            let db = migrated_pool(&cli.config, vigil::db::REPLAY_APPLICATION_NAME).await?;
+            let running = vigil::db::service_connections(&db).await?;
+            if running > 0 && !online {
+                anyhow::bail!(
+                    "a service is running against this database ({running} connections): stop it first, or pass \
+                     --online to rebuild anyway (the read tables are empty to it until the rebuild ends)"
+                );
+            }
             let events = vigil::event_store::EventStore::new(&db);
             for (name, count) in events.replay(&db, projection.as_deref()).await? {
                 tracing::info!(projection = name, events = count, "projection rebuilt");
@@ -61,9 +74,9 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-async fn migrated_pool(config: &Config) -> anyhow::Result<sqlx::PgPool> {
+async fn migrated_pool(config: &Config, application_name: &str) -> anyhow::Result<sqlx::PgPool> {
     vigil::db::create_if_missing(config).await?;
-    let db = vigil::db::pool(config)?;
+    let db = vigil::db::pool(config, application_name)?;
     vigil::db::migrate(&db).await?;
     Ok(db)
 }

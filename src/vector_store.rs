@@ -28,6 +28,16 @@ pub struct Neighbor {
     pub similarity: f32,
 }
 
+/// One row of the `embeddings` table.
+pub struct EmbeddingEntry<'a> {
+    pub owner_id: &'a str,
+    pub user_id: &'a str,
+    /// The text embedded.
+    pub content: &'a str,
+    pub vector: &'a [f32],
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
 impl VectorStore {
     pub fn embed(&self, text: &str) -> Vec<f32> {
         self.embedder.embed(text)
@@ -39,7 +49,7 @@ impl VectorStore {
         &self,
         executor: impl PgExecutor<'_>,
         kind: &str,
-        entries: &[(&str, &str, &str, &[f32])],
+        entries: &[EmbeddingEntry<'_>],
     ) -> sqlx::Result<()> {
         if entries.is_empty() {
             return Ok(());
@@ -48,24 +58,25 @@ impl VectorStore {
         // `unnest` would flatten them anyway); each row slices out its own.
         let mut starts = Vec::with_capacity(entries.len());
         let mut flat = Vec::new();
-        for (_, _, _, vector) in entries {
+        for entry in entries {
             starts.push(flat.len() as i32 + 1);
-            flat.extend_from_slice(vector);
+            flat.extend_from_slice(entry.vector);
         }
         sqlx::query(
-            "INSERT INTO embeddings (owner_kind, owner_id, user_id, content, vector)
-             SELECT $1, e.owner_id, e.user_id, e.content, ($5::real[])[e.start : e.start + e.length - 1]
-             FROM unnest($2::text[], $3::text[], $4::text[], $6::int[], $7::int[])
-                 AS e(owner_id, user_id, content, start, length)
+            "INSERT INTO embeddings (owner_kind, owner_id, user_id, content, vector, created_at)
+             SELECT $1, e.owner_id, e.user_id, e.content, ($5::real[])[e.start : e.start + e.length - 1], e.created_at
+             FROM unnest($2::text[], $3::text[], $4::text[], $6::int[], $7::int[], $8::timestamptz[])
+                 AS e(owner_id, user_id, content, start, length, created_at)
              ON CONFLICT (owner_kind, owner_id) DO UPDATE SET content = EXCLUDED.content, vector = EXCLUDED.vector",
         )
         .bind(kind)
-        .bind(entries.iter().map(|e| e.0).collect::<Vec<_>>())
-        .bind(entries.iter().map(|e| e.1).collect::<Vec<_>>())
-        .bind(entries.iter().map(|e| e.2).collect::<Vec<_>>())
+        .bind(entries.iter().map(|e| e.owner_id).collect::<Vec<_>>())
+        .bind(entries.iter().map(|e| e.user_id).collect::<Vec<_>>())
+        .bind(entries.iter().map(|e| e.content).collect::<Vec<_>>())
         .bind(flat)
         .bind(starts)
-        .bind(entries.iter().map(|e| e.3.len() as i32).collect::<Vec<_>>())
+        .bind(entries.iter().map(|e| e.vector.len() as i32).collect::<Vec<_>>())
+        .bind(entries.iter().map(|e| e.created_at).collect::<Vec<_>>())
         .execute(executor)
         .await
         .map(drop)
@@ -161,12 +172,19 @@ impl EventConsumer for IncidentEmbeddings {
         for event in events.iter().filter(|event| event.event_type == "IncidentOpened") {
             if let IncidentEvent::IncidentOpened { user_id, alert, .. } = event.envelope::<Incident>()?.payload {
                 let vector = self.vectors.embed(&alert.title);
-                opened.push((event.aggregate_id.as_str(), user_id, alert.title, vector));
+                opened.push((event, user_id, alert.title, vector));
             }
         }
-        let entries: Vec<(&str, &str, &str, &[f32])> = opened
+        // Dated by the event, so that a replay writes the rows as they were.
+        let entries: Vec<EmbeddingEntry> = opened
             .iter()
-            .map(|(id, user_id, title, vector)| (*id, user_id.as_str(), title.as_str(), vector.as_slice()))
+            .map(|(event, user_id, title, vector)| EmbeddingEntry {
+                owner_id: &event.aggregate_id,
+                user_id,
+                content: title,
+                vector,
+                created_at: event.recorded_at,
+            })
             .collect();
         self.vectors.upsert_many(&self.db, INCIDENT, &entries).await?;
         Ok(())

@@ -121,13 +121,15 @@ impl RcaHandler {
             self.record(payload.incident_id, &analysis, &citations, job).await?;
         }
         // The summary message goes into the session before the incident says `complete`, so that
-        // whoever sees `complete` also finds the answer; a retried job does not post it twice.
+        // whoever sees `complete` also finds the answer; a retried job does not post it twice. A
+        // session the user deleted meanwhile gets nothing: the analysis completes without it.
         let session = vigil_projections::chat_sessions::find_active(&state.db, &payload.user_id, session_id).await?;
+        let deleted = session.is_none();
         let idle = session
             .as_ref()
             .is_some_and(|row| row.status == SessionStatus::Active.as_str());
         let posted = session.is_some_and(|row| row.messages.last().is_some_and(|m| m.text == analysis.summary));
-        if !posted {
+        if !posted && !deleted {
             let append = ChatSessionCommand::AppendMessage {
                 user_id: payload.user_id.clone(),
                 message: Message::assistant(analysis.summary.clone()),

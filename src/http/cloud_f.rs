@@ -3,7 +3,12 @@
 //! endpoints; these follow cloud_a's: login, callback (browser redirects to the frontend), status,
 //! disconnect. While the flag is off every one of them is 404, as if cloud_f did not exist.
 
-use axum::{extract::State, response::Response, Json};
+use axum::{
+    extract::{FromRequestParts, State},
+    http::request::Parts,
+    response::Response,
+    Json,
+};
 use chrono::Utc;
 use serde::Serialize;
 use serde_json::json;
@@ -52,11 +57,24 @@ pub struct CloudFStatus {
     error: Option<&'static str>,
 }
 
-/// 404 while the flag is off; 503 while on but the OAuth client is not configured.
-fn client(state: &AppState) -> Result<&CloudAClient, AppError> {
-    if !state.connections.offers(PROVIDER) {
-        return Err(AppError::NotFound("cloud_f is not enabled on this server".into()));
+/// Every cloud_f endpoint's first extractor: 404 while the flag is off, before the caller or the
+/// body is looked at (a malformed body would otherwise be a 400 about an endpoint that is off).
+struct Enabled;
+
+impl FromRequestParts<AppState> for Enabled {
+    type Rejection = AppError;
+
+    async fn from_request_parts(_: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if state.connections.offers(PROVIDER) {
+            Ok(Self)
+        } else {
+            Err(AppError::NotFound("cloud_f is not enabled on this server".into()))
+        }
     }
+}
+
+/// 503 while the OAuth client is not configured.
+fn client(state: &AppState) -> Result<&CloudAClient, AppError> {
     state
         .connections
         .cloud_f
@@ -72,6 +90,7 @@ fn client(state: &AppState) -> Result<&CloudAClient, AppError> {
         (status = 404, description = "cloud_f is not enabled", body = ErrorBody),
         (status = 503, description = "cloud_f is not configured", body = ErrorBody)))]
 async fn login(
+    _: Enabled,
     State(state): State<AppState>,
     user: AuthUser,
     JsonBody(request): JsonBody<LoginRequest>,
@@ -91,7 +110,11 @@ async fn login(
 #[utoipa::path(get, path = "/cloud_f/callback", tag = "cloud connections", params(CallbackQuery),
     responses((status = 303, description = "to the frontend"), (status = 400, body = ErrorBody),
         (status = 404, description = "cloud_f is not enabled", body = ErrorBody)))]
-async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQuery>) -> Result<Response, AppError> {
+async fn callback(
+    _: Enabled,
+    State(state): State<AppState>,
+    Query(query): Query<CallbackQuery>,
+) -> Result<Response, AppError> {
     let client = client(&state)?;
     let signer = &state.connections.cloud_f_state_signer;
     let (user_id, tokens) = match exchange_callback(&state, PROVIDER, Ok(client), signer, &query).await? {
@@ -125,7 +148,7 @@ async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQue
         (status = 404, description = "cloud_f is not enabled", body = ErrorBody),
         (status = 502, description = "cloud_f unreachable; retry", body = ErrorBody),
         (status = 503, description = "cloud_f is not configured", body = ErrorBody)))]
-async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudFStatus>, AppError> {
+async fn status(_: Enabled, State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudFStatus>, AppError> {
     let client = client(&state)?;
     let scopes = state.config.connections.cloud_f_scopes.clone();
     let disconnected = |scopes, error| CloudFStatus {
@@ -167,9 +190,10 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SuccessMessage), (status = 401, body = ErrorBody),
         (status = 404, description = "cloud_f is not enabled", body = ErrorBody)))]
-async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Json<SuccessMessage>, AppError> {
-    if !state.connections.offers(PROVIDER) {
-        return Err(AppError::NotFound("cloud_f is not enabled on this server".into()));
-    }
+async fn disconnect(
+    _: Enabled,
+    State(state): State<AppState>,
+    user: AuthUser,
+) -> Result<Json<SuccessMessage>, AppError> {
     disconnect_deleting(&state, &user.id, PROVIDER, "credentials").await
 }

@@ -9,7 +9,7 @@ use vigil_projections::connections::{self as read, ConnectionRow};
 
 use crate::{
     auth::AuthUser,
-    error::{AppError, ErrorBody},
+    error::{excerpt, AppError, ErrorBody},
     event_store::{execute, Actor},
     extract::JsonBody,
     state::AppState,
@@ -97,7 +97,12 @@ async fn disconnect_connection(
         .parse::<Provider>()
         .ok()
         .filter(|provider| state.connections.offers(*provider))
-        .ok_or_else(|| AppError::bad_request("invalid_provider", format!("unknown provider {:?}", request.provider)))?;
+        .ok_or_else(|| {
+            AppError::bad_request(
+                "invalid_provider",
+                format!("unknown provider {:?}", excerpt(&request.provider)),
+            )
+        })?;
     let account_id = request.account_id.trim();
     if account_id.is_empty() {
         return Err(AppError::invalid("account_id is required"));

@@ -14,7 +14,7 @@ use super::incidents::{incident_id, owned};
 use crate::{
     analysis::incident_chat::{IncidentChatPayload, INCIDENT_CHAT_JOB},
     auth::IncidentUser,
-    error::{AppError, ErrorBody},
+    error::{excerpt, AppError, ErrorBody},
     event_store::{execute, Actor},
     extract::{JsonBody, Path, Query},
     jobs::{enqueue, NewJob},
@@ -77,7 +77,7 @@ async fn ask_about_incident(
         Some(other) => {
             return Err(AppError::bad_request(
                 "invalid_mode",
-                format!("mode `{other}` is not `agent` or `ask`"),
+                format!("mode `{}` is not `agent` or `ask`", excerpt(other)),
             ))
         }
     };

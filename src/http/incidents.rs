@@ -18,7 +18,7 @@ use vigil_projections::{
 
 use crate::{
     auth::IncidentUser,
-    error::{AppError, ErrorBody},
+    error::{excerpt, AppError, ErrorBody},
     event_store::{execute, Actor},
     extract::{JsonBody, JsonDocument, Path, Query},
     incident_merge,
@@ -254,8 +254,12 @@ pub struct AsOfQuery {
 
 /// Incident ids are UUIDs; anything else is a 400 (spec).
 pub(super) fn incident_id(raw: &str) -> Result<Uuid, AppError> {
-    Uuid::parse_str(raw.trim())
-        .map_err(|_| AppError::bad_request("invalid_incident_id", format!("incident id `{raw}` is not a UUID")))
+    Uuid::parse_str(raw.trim()).map_err(|_| {
+        AppError::bad_request(
+            "invalid_incident_id",
+            format!("incident id `{}` is not a UUID", excerpt(raw)),
+        )
+    })
 }
 
 pub(super) async fn owned(state: &AppState, user: &IncidentUser, id: Uuid) -> Result<IncidentRow, AppError> {
@@ -413,7 +417,8 @@ fn enum_field<T>(
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(value)) => parse(value).map(Some).ok_or_else(|| {
             AppError::invalid(format!(
-                "invalid value `{value}` for {name}; allowed: {}",
+                "invalid value `{}` for {name}; allowed: {}",
+                excerpt(value),
                 allowed.join(", ")
             ))
         }),

@@ -74,6 +74,15 @@ pub struct MessageResponse {
     message: String,
 }
 
+/// At most `max_bytes` of `text`, cut at a character boundary.
+fn prefix(text: &str, max_bytes: usize) -> &str {
+    let mut end = text.len().min(max_bytes);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 fn valid_email(raw: &str) -> Result<String, AppError> {
     let email = raw.trim();
     if email.is_empty() {
@@ -120,14 +129,20 @@ async fn login(
     jar: CookieJar,
     JsonBody(request): JsonBody<LoginRequest>,
 ) -> Result<(CookieJar, Json<UserResponse>), AppError> {
-    let user = users::by_email(&state.db, request.email.trim()).await?;
+    let email = request.email.trim();
+    // Registration refuses longer addresses, so no account has one: not looked up.
+    let user = match email.len() {
+        0..=MAX_FIELD_LEN => users::by_email(&state.db, email).await?,
+        _ => None,
+    };
     let matches = state
         .passwords
         .verify(&request.password, user.as_ref().map(|user| user.password_hash.as_str()))
         .await?;
     let Some(user) = user.filter(|_| matches) else {
-        // Debug formatting escapes what the caller typed (a newline would forge a log line).
-        tracing::warn!(email = ?request.email.trim(), "failed login");
+        // Debug formatting escapes what the caller typed (a newline would forge a log line), and
+        // the line is bounded whatever the body's size.
+        tracing::warn!(email = ?prefix(email, MAX_FIELD_LEN), "failed login");
         return Err(AppError::Unauthorized("invalid email or password".into()));
     };
     let cookie = state.login_sessions.open(&user.id).await?;

@@ -1350,7 +1350,16 @@ async fn cloud_f_is_absent_while_its_flag_is_off() {
         .send_as(&user, Method::POST, "/cloud_f/login", Some(&json!({ "userId": user })))
         .await;
     assert_error(response, 404, "not_found").await;
+    // Whatever the body and the caller: the endpoint is off before either is looked at.
+    let response = app
+        .send_as(&user, Method::POST, "/cloud_f/login", Some(&json!({})))
+        .await;
+    assert_error(response, 404, "not_found").await;
+    let response = app.client.post(app.url("/cloud_f/login")).send().await.unwrap();
+    assert_error(response, 404, "not_found").await;
     let response = app.send_as(&user, Method::GET, "/cloud_f/status", None).await;
+    assert_error(response, 404, "not_found").await;
+    let response = app.send_as(&user, Method::POST, "/cloud_f/disconnect", None).await;
     assert_error(response, 404, "not_found").await;
     let response = browser()
         .get(app.url("/cloud_f/callback"))

@@ -206,6 +206,17 @@ async fn patch_validation_table() {
     ] {
         assert_error(patch(&app, &user, &id, body.clone()).await, 400, "invalid_request").await;
     }
+    // A megabyte sent as a status is quoted, not sent back whole.
+    let huge = patch(
+        &app,
+        &user,
+        &id,
+        json!({ "status": format!("closed{}", "x".repeat(1 << 20)) }),
+    )
+    .await;
+    let body = assert_error(huge, 400, "invalid_request").await;
+    let message = body["error"].as_str().unwrap();
+    assert!(message.len() < 300 && message.contains("`closedxxx"), "{message}");
     let ok = patch(&app, &user, &id, json!({ "summary": "x".repeat(10_000) })).await;
     assert_eq!(ok.status(), 200);
     assert_eq!(ok.json::<Value>().await.unwrap(), json!({ "success": true, "id": id }));
@@ -735,4 +746,10 @@ async fn an_incident_patched_back_after_a_merge_is_not_merged_again() {
         detail(&app, &user, &source).await["mergedIntoIncidentId"],
         target.as_str()
     );
+
+    // Nor does it take new alerts: the next failure of its service joins the target, which holds
+    // that service's alerts now.
+    let related = post_alert(&app, &user, "/api/source_f/deployment", &fixture("source_f", "related")).await;
+    assert_eq!(related["alerts"][0]["incident_id"], target.as_str(), "{related}");
+    assert_eq!(detail(&app, &user, &source).await["correlatedAlertCount"], 0);
 }

@@ -162,8 +162,8 @@ async fn a_batch_opening_and_growing_several_incidents_writes_each_its_own_rows(
     app.assert_incidents_replay_as_live().await;
 
     let embeddings = || async {
-        sqlx::query_as::<_, (String, String, Vec<f32>)>(
-            "SELECT owner_id, content, vector FROM embeddings WHERE owner_kind = 'incident' ORDER BY owner_id",
+        sqlx::query_as::<_, (String, String, Vec<f32>, chrono::DateTime<chrono::Utc>)>(
+            "SELECT owner_id, content, vector, created_at FROM embeddings WHERE owner_kind = 'incident' ORDER BY owner_id",
         )
         .fetch_all(&app.db)
         .await

@@ -1,9 +1,12 @@
 //! The read side: the tail applies what the command path missed, a lost read row is rebuilt
 //! from the event store, and a replay reproduces the live table row for row.
 
+use std::str::FromStr;
+
 use chrono::Utc;
 use reqwest::Method;
 use serde_json::{json, Value};
+use sqlx::Connection;
 use vigil::event_store::{execute, Actor};
 use vigil_aggregates::chat_session::{ChatSession, ChatSessionCommand, Message};
 use vigil_projections::chat_sessions::all_rows;
@@ -164,6 +167,36 @@ async fn the_replay_command_rebuilds_a_truncated_table() {
         .expect("vigil replay runs");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(all_rows(&app.db).await.unwrap(), live);
+}
+
+#[tokio::test]
+async fn the_replay_command_refuses_while_a_service_is_connected_unless_online() {
+    let app = spawn_app().await;
+    // A running service's connections, as `vigil serve` names them.
+    let options = sqlx::postgres::PgConnectOptions::from_str(app.state.config.database_url.expose())
+        .unwrap()
+        .application_name(vigil::db::SERVICE_APPLICATION_NAME);
+    let _service = sqlx::PgConnection::connect_with(&options).await.unwrap();
+    let replay = |online: bool| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_vigil"));
+        command
+            .args(["replay", "--projection", "chat_sessions"])
+            .args(online.then_some("--online"))
+            .env("DATABASE_URL", app.state.config.database_url.expose())
+            .env("RUST_LOG", "warn");
+        command.output()
+    };
+
+    let refused = replay(false).await.expect("vigil replay runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "refused while a service runs");
+    assert!(
+        stderr.contains("a service is running") && stderr.contains("--online"),
+        "{stderr}"
+    );
+
+    let online = replay(true).await.expect("vigil replay runs");
+    assert!(online.status.success(), "{}", String::from_utf8_lossy(&online.stderr));
 }
 
 /// Records the positions of the events it is handed.

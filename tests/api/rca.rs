@@ -322,6 +322,62 @@ async fn a_stopping_service_hands_its_running_analysis_back() {
     assert!(error.unwrap_or_default().starts_with("interrupted"));
 }
 
+#[tokio::test]
+async fn an_analysis_whose_session_the_user_deletes_meanwhile_still_completes() {
+    let model = FakeOpenAi::start().await;
+    let summary = "Pool exhausted. ".repeat(8);
+    model.set_default_reply(Reply::text(summary.clone()).chunk_delay(std::time::Duration::from_millis(300)));
+    let base_url = model.base_url().to_owned();
+    let app = spawn_app_with(move |config| {
+        config.llm_base_url = Some(base_url);
+        config.rate_limit_per_minute = 10_000; // the test polls the incident while the model writes
+    })
+    .await;
+    let user = app.new_user().await.id;
+    let placed = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let id = placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    let incident = || async {
+        let response = app
+            .send_as(&user, Method::GET, &format!("/api/incidents/{id}"), None)
+            .await;
+        assert_eq!(response.status(), 200);
+        response.json::<Value>().await.unwrap()["incident"].clone()
+    };
+    let session_id = eventually("the analysis to run with its session", || async {
+        let incident = incident().await;
+        let running = incident["auroraStatus"] == "running";
+        running
+            .then(|| incident["chatSessionId"].as_str().map(str::to_owned))
+            .flatten()
+    })
+    .await;
+
+    let deleted = app
+        .send_as(&user, Method::DELETE, &format!("/chat_api/sessions/{session_id}"), None)
+        .await;
+    assert_eq!(deleted.status(), 200);
+
+    let analysed = eventually("the analysis to end", || async {
+        let incident = incident().await;
+        (incident["auroraStatus"] != "running").then_some(incident)
+    })
+    .await;
+    assert_eq!(analysed["auroraStatus"], "complete", "{analysed}");
+    assert!(
+        analysed["summary"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("Pool exhausted.")),
+        "the model's summary: {analysed}"
+    );
+    assert_eq!(
+        app.send_as(&user, Method::GET, &format!("/chat_api/sessions/{session_id}"), None)
+            .await
+            .status(),
+        404,
+        "the deleted session stays deleted"
+    );
+}
+
 /// Where a CLI is configured the analysis may run diagnostic commands, read-only ones only (no one
 /// is there to confirm a change); a NUL in the model's text is dropped rather than failing the
 /// analysis on every attempt.

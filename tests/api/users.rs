@@ -159,6 +159,24 @@ async fn a_failed_login_cannot_write_a_line_of_its_own_into_the_log() {
     );
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_login_logs_a_bounded_line_whatever_the_email_size() {
+    let logs = CapturedLogs::start();
+
+    let app = spawn_app().await;
+    let huge = format!("{}@example.com", "é".repeat(500_000));
+    let response = app
+        .post_json("/api/auth/login", &json!({ "email": huge, "password": "12345678" }))
+        .await;
+    assert_error(response, 401, "unauthorized").await;
+
+    let text = logs.text();
+    let failed: Vec<&str> = text.lines().filter(|line| line.contains("failed login")).collect();
+    assert_eq!(failed.len(), 1, "logged once");
+    assert!(failed[0].len() < 2_000, "a bounded line, not {} bytes", failed[0].len());
+    assert!(failed[0].contains("éé"), "the address's start is logged: {}", failed[0]);
+}
+
 #[tokio::test]
 async fn change_password_error_table() {
     let app = spawn_app().await;

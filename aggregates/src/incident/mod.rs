@@ -410,6 +410,10 @@ impl Incident {
                 if incident.status != IncidentStatus::Investigating {
                     return Err(IncidentError::NotCorrelatable("it is no longer investigating"));
                 }
+                // Its alerts went to the target; PATCHed back to investigating it is still merged.
+                if incident.is_merged_into_another() {
+                    return Err(IncidentError::NotCorrelatable("it is merged into another incident"));
+                }
                 if incident.alerts.len() > max_correlated_alerts {
                     return Err(IncidentError::NotCorrelatable(
                         "it holds the most correlated alerts allowed",

@@ -157,6 +157,24 @@ fn correlating_a_held_alert_again_is_a_no_op() {
 }
 
 #[test]
+fn an_incident_merged_away_takes_no_alerts_even_when_patched_back_to_investigating() {
+    Given::with(())
+        .given(vec![
+            opened(),
+            merged_into(Uuid::from_u128(2), 20),
+            status_changed(IncidentStatus::Investigating, None),
+        ])
+        .when(IncidentCommand::CorrelateAlert {
+            user_id: OWNER.into(),
+            alert: alert(2, "checkout-api"),
+            correlation: correlation(),
+            max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            at: at(21),
+        })
+        .then_expect_error(IncidentError::NotCorrelatable("it is merged into another incident"));
+}
+
+#[test]
 fn only_investigating_incidents_take_alerts() {
     Given::with(())
         .given(vec![opened(), status_changed(IncidentStatus::Analyzed, Some(at(10)))])

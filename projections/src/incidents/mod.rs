@@ -102,13 +102,17 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     .await?;
             }
             E::MergedInto { target_incident_id, .. } => {
-                sqlx::query(&set("status = 'merged', merged_into_incident_id = $4"))
-                    .bind(id)
-                    .bind(at)
-                    .bind(version)
-                    .bind(target_incident_id)
-                    .execute(conn)
-                    .await?;
+                // A merged incident takes no more alerts, whatever its status becomes (its alerts
+                // are the target's): it leaves the correlation candidates for good.
+                sqlx::query(&set(
+                    "status = 'merged', merged_into_incident_id = $4, takes_alerts = false",
+                ))
+                .bind(id)
+                .bind(at)
+                .bind(version)
+                .bind(target_incident_id)
+                .execute(conn)
+                .await?;
             }
             E::ChatSessionLinked { session_id, .. } => {
                 sqlx::query(&set("aurora_chat_session_id = $4"))
