@@ -52,6 +52,35 @@ where
     }
 }
 
+/// Any JSON document as the body, with its text as it was posted (without a byte order mark,
+/// surrounding whitespace and NUL escapes): for what must be kept as it came, such as an alert
+/// source's payload.
+pub struct PostedJson {
+    pub document: serde_json::Value,
+    pub text: std::sync::Arc<str>,
+}
+
+impl<S> FromRequest<S> for PostedJson
+where
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let Some(body) = non_empty_body(req, state).await? else {
+            return Err(AppError::bad_request("missing_body", "a JSON request body is required"));
+        };
+        let document = body.parse_any()?;
+        // It parsed, so it is UTF-8 (`parse_json` refuses anything else).
+        let cleaned = without_nul_escapes(without_byte_order_mark(&body.bytes));
+        let text = String::from_utf8_lossy(cleaned.trim_ascii());
+        Ok(Self {
+            document,
+            text: text.into(),
+        })
+    }
+}
+
 /// Like [`JsonBody`], for requests whose fields are all optional: an empty body, or `null`, is `{}`.
 pub struct JsonBodyOrDefault<T>(pub T);
 

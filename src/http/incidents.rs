@@ -331,7 +331,7 @@ async fn get_incident(
     let triggered_at = row.started_at;
     let mut incident = IncidentView::from(row);
     incident.alert.triggered_at = Some(triggered_at);
-    incident.alert.raw_payload = Some(payload.map(|payload| payload.to_string()).unwrap_or_default());
+    incident.alert.raw_payload = Some(payload.unwrap_or_default());
     let detail = IncidentDetail {
         incident,
         suggestions: suggestions

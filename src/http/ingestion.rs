@@ -13,14 +13,13 @@ use axum::{
     Json,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use crate::{
     auth::{AuthUser, Identity},
     error::{AppError, ErrorBody},
-    extract::{JsonBody, JsonDocument, Path},
+    extract::{JsonBody, Path, PostedJson},
     ingest::{
         parsers::{self, Source},
         service::{self, IngestedAlert},
@@ -78,11 +77,12 @@ async fn ingest(
     state: &AppState,
     caller: IngestionCaller,
     source: Source,
-    body: Value,
+    body: PostedJson,
 ) -> Result<(StatusCode, Json<IngestResponse>), AppError> {
-    let alerts = parsers::parse(source, &body, chrono::Utc::now())
+    let alerts = parsers::parse(source, &body.document, chrono::Utc::now())
         .map_err(|error| AppError::bad_request("invalid_payload", format!("{source} payload: {error}")))?;
-    let alerts = service::ingest(state, &caller.user_id, alerts).await?;
+    drop(body.document);
+    let alerts = service::ingest(state, &caller.user_id, alerts, body.text).await?;
     Ok((StatusCode::ACCEPTED, Json(IngestResponse { received: true, alerts })))
 }
 
@@ -98,7 +98,7 @@ macro_rules! ingestion_endpoint {
         async fn $name(
             State(state): State<AppState>,
             caller: IngestionCaller,
-            JsonDocument(body): JsonDocument,
+            body: PostedJson,
         ) -> Result<(StatusCode, Json<IngestResponse>), AppError> {
             ingest(&state, caller, $source, body).await
         }

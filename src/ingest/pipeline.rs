@@ -82,14 +82,14 @@ impl IngestPipeline {
         }
     }
 
-    /// Places a notification's alerts; resolves once they are committed.
-    pub async fn submit(&self, user_id: &str, alerts: Vec<NormalizedAlert>) -> Outcome {
+    /// Places a notification's alerts (`posted`: its text); resolves once they are committed.
+    pub async fn submit(&self, user_id: &str, alerts: Vec<NormalizedAlert>, posted: Arc<str>) -> Outcome {
         if alerts.is_empty() {
             return Ok(Vec::new());
         }
         let (reply, outcome) = oneshot::channel();
         let submission = Submission {
-            notification: Notification::new(user_id.to_owned(), alerts, &self.vectors),
+            notification: Notification::new(user_id.to_owned(), alerts, &posted, &self.vectors),
             reply,
         };
         let stopped = || AppError::Internal(anyhow::anyhow!("the ingestion pipeline has stopped"));

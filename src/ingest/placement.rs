@@ -26,7 +26,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::LazyLock,
+    sync::{Arc, LazyLock},
 };
 
 use chrono::{DateTime, Utc};
@@ -43,7 +43,7 @@ use vigil_projections::{
 };
 
 use super::{
-    parsers::{AlertKind, NormalizedAlert},
+    parsers::{AlertKind, NormalizedAlert, RawPayload},
     service::{alert_info, event_kind, IngestedAlert},
 };
 use crate::{
@@ -70,8 +70,9 @@ pub struct Notification {
 }
 
 struct Prepared {
-    /// The raw payload as JSON text (`source_alerts.payload`).
-    raw_json: String,
+    /// The raw payload as JSON text (`source_alerts.payload`), shared by a notification's
+    /// alerts that keep it whole.
+    raw_json: Arc<str>,
     /// The title's embedding (correlation's semantic score).
     title_embedding: Vec<f32>,
 }
@@ -81,8 +82,9 @@ impl Notification {
     /// and the state column 50 characters, so a redelivery must compare equal in both; an index
     /// entry holds at most ~2.7 kB, so an over-long key is kept as its digest (the same key, the
     /// same digest: deduplication and recoveries still match). Titles are embedded with
-    /// `vectors`, which must be the placer's.
-    pub fn new(user_id: String, mut alerts: Vec<NormalizedAlert>, vectors: &VectorStore) -> Self {
+    /// `vectors`, which must be the placer's. `posted` is the notification's text: the raw
+    /// payload of every alert that keeps it whole.
+    pub fn new(user_id: String, mut alerts: Vec<NormalizedAlert>, posted: &Arc<str>, vectors: &VectorStore) -> Self {
         for alert in &mut alerts {
             alert.fired_at = chrono::SubsecRound::trunc_subsecs(alert.fired_at, 6);
             alert.state = alert.state.chars().take(50).collect();
@@ -92,9 +94,12 @@ impl Notification {
         let prepared = alerts
             .iter_mut()
             .map(|alert| Prepared {
-                // Taken, not copied: placement needs only the text, and the tree is freed here,
-                // by the task that built it, rather than by the lane.
-                raw_json: std::mem::take(&mut alert.raw).to_string(),
+                // A narrowed copy is taken, not cloned: placement needs only its text, and the
+                // tree is freed here, by the task that built it, rather than by the lane.
+                raw_json: match std::mem::replace(&mut alert.raw, RawPayload::Whole) {
+                    RawPayload::Whole => posted.clone(),
+                    RawPayload::Narrowed(narrowed) => narrowed.to_string().into(),
+                },
                 title_embedding: vectors.embed(&alert.title),
             })
             .collect();
@@ -1160,12 +1165,7 @@ async fn write_batch(
                 .collect::<Vec<_>>(),
         )
         .bind(alerts.iter().map(|item| item.alert.fired_at).collect::<Vec<_>>())
-        .bind(
-            alerts
-                .iter()
-                .map(|item| item.prepared.raw_json.as_str())
-                .collect::<Vec<_>>(),
-        )
+        .bind(alerts.iter().map(|item| &*item.prepared.raw_json).collect::<Vec<_>>())
         .bind(
             placements
                 .iter()

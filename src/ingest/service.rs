@@ -2,6 +2,8 @@
 //! alert, and the correlation settings. Placement itself is batched: see `pipeline` and
 //! `placement`.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use uuid::Uuid;
 use vigil_aggregates::{
@@ -24,12 +26,14 @@ pub struct IngestedAlert {
 }
 
 /// Places a notification's alerts (through the batching pipeline); the outcomes are in order.
+/// `posted` is the notification's text, kept as the raw payload of the alerts that keep it whole.
 pub async fn ingest(
     state: &AppState,
     user_id: &str,
     alerts: Vec<NormalizedAlert>,
+    posted: Arc<str>,
 ) -> Result<Vec<IngestedAlert>, AppError> {
-    state.ingest.submit(user_id, alerts).await
+    state.ingest.submit(user_id, alerts, posted).await
 }
 
 pub(super) fn alert_info(alert_id: i64, alert: &NormalizedAlert) -> AlertInfo {

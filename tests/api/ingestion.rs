@@ -114,6 +114,45 @@ async fn every_source_opens_correlates_and_recovers() {
     }
 }
 
+/// The raw payload is the notification as it was posted: its keys in their order, its numbers as
+/// they were written (a parsed and re-serialized copy sorted the keys and rewrote `1e3` as `1000.0`).
+#[tokio::test]
+async fn the_raw_payload_is_the_text_as_posted() {
+    let app = spawn_app().await;
+    for (source, path) in SOURCES {
+        let user = app.new_user().await.id;
+        let file = format!(
+            "{}/tests/fixtures/alerts/{source}/firing.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&file).unwrap();
+        let text = text.replacen('{', r#"{"zz_sent_first": 1e3, "#, 1);
+        let response = app
+            .client
+            .post(app.url(path))
+            .header("X-User-ID", &user)
+            .header("Content-Type", "application/json")
+            .body(format!("\n{text}\n"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202, "{source}");
+        let placed: Value = response.json().await.unwrap();
+        let incident_id = placed["alerts"][0]["incident_id"].as_str().unwrap();
+        let detail: Value = app
+            .send_as(&user, Method::GET, &format!("/api/incidents/{incident_id}"), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            detail["incident"]["alert"]["rawPayload"].as_str(),
+            Some(text.trim()),
+            "{source}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn redelivery_is_idempotent() {
     let app = spawn_app().await;

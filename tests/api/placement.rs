@@ -18,8 +18,14 @@ use crate::{
 };
 
 fn notification(user: &str, name: &str) -> Notification {
-    let alerts = parsers::parse(Source::SourceA, &fixture("source_a", name), chrono::Utc::now()).unwrap();
-    Notification::new(user.to_owned(), alerts, &Default::default())
+    let payload = fixture("source_a", name);
+    let alerts = parsers::parse(Source::SourceA, &payload, chrono::Utc::now()).unwrap();
+    Notification::new(
+        user.to_owned(),
+        alerts,
+        &payload.to_string().into(),
+        &Default::default(),
+    )
 }
 
 fn placer(app: &TestApp) -> Placer {

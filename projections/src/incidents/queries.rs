@@ -279,11 +279,14 @@ pub async fn citations(db: &PgPool, incident_id: Uuid) -> sqlx::Result<Vec<Citat
 /// The complete original payload of the incident's opening alert. Read by primary key alone, the
 /// owner checked on the row (see [`find_incident`]; here the index a young table's plan took
 /// was `source_alerts_key`, and with it every alert the user ever sent).
-pub async fn opening_payload(db: &PgPool, user_id: &str, source_alert_id: i64) -> sqlx::Result<Option<Value>> {
-    let row: Option<(String, Value)> = sqlx::query_as("SELECT user_id, payload FROM source_alerts WHERE id = $1")
-        .bind(source_alert_id)
-        .fetch_optional(db)
-        .await?;
+pub async fn opening_payload(db: &PgPool, user_id: &str, source_alert_id: i64) -> sqlx::Result<Option<String>> {
+    // As text: the `json` column keeps the payload as it was posted, which a parsed value would
+    // reorder and respell.
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT user_id, payload::text FROM source_alerts WHERE id = $1")
+            .bind(source_alert_id)
+            .fetch_optional(db)
+            .await?;
     Ok(row.and_then(|(owner, payload)| (owner == user_id).then_some(payload)))
 }
 

@@ -153,8 +153,19 @@ pub struct NormalizedAlert {
     pub rule_name: Option<String>,
     /// Flat string labels or tags worth keeping.
     pub labels: Map<String, Value>,
-    /// The JSON of this one alert: the `alerts[]` element for source_a, otherwise the whole payload.
-    pub raw: Value,
+    /// What the alert keeps as its raw payload (`alert.rawPayload`).
+    pub raw: RawPayload,
+}
+
+/// An alert's raw payload: the spec's "complete original alert payload".
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RawPayload {
+    /// The notification as it was posted, kept as its text came (key order, number spelling).
+    Whole,
+    /// The notification narrowed to this alert: each alert of a source_a notification carrying
+    /// several keeps the notification's fields with only its own element in `alerts` (a copy of
+    /// the whole group with each alert would grow with the square of the group).
+    Narrowed(Value),
 }
 
 /// Why a webhook body could not be turned into alerts. The message names the JSON field path and is meant
@@ -541,7 +552,7 @@ mod tests {
                 alerts
                     .into_iter()
                     .map(|alert| NormalizedAlert {
-                        raw: Value::Null,
+                        raw: RawPayload::Whole,
                         ..alert
                     })
                     .collect::<Vec<_>>()

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::value::{normalize_severity, unless_same_as, EpochUnit, Obj};
-use super::{AlertKind, NormalizedAlert, ParseError, Source};
+use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<NormalizedAlert>, ParseError> {
     let notification = Obj::root(payload)?;
@@ -20,9 +20,9 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<N
         .map(|(index, element)| {
             let alert = notification.require_element("alerts", index, element)?;
             let raw = if alerts.len() == 1 {
-                payload.clone()
+                RawPayload::Whole
             } else {
-                with_only_alert(payload, element)
+                RawPayload::Narrowed(with_only_alert(payload, element))
             };
             parse_alert(&notification, &alert, raw, received_at)
         })
@@ -58,7 +58,7 @@ fn with_only_alert(payload: &Value, element: &Value) -> Value {
 fn parse_alert(
     notification: &Obj<'_>,
     alert: &Obj<'_>,
-    raw: Value,
+    raw: RawPayload,
     received_at: DateTime<Utc>,
 ) -> Result<NormalizedAlert, ParseError> {
     let labels = alert.object_or_empty("labels")?;
@@ -111,6 +111,7 @@ fn parse_alert(
 
 #[cfg(test)]
 mod tests {
+    use super::super::RawPayload;
     use serde_json::json;
 
     use super::super::test_support::{
@@ -189,7 +190,7 @@ mod tests {
         );
         assert_eq!(alert.labels.get("team"), Some(&json!("payments")));
         assert_eq!(alert.labels.len(), 10);
-        assert_eq!(alert.raw, fixture(SOURCE, Fixture::Firing));
+        assert_eq!(alert.raw, RawPayload::Whole);
     }
 
     #[test]
@@ -229,7 +230,8 @@ mod tests {
         let mut alone = payload.clone();
         alone["alerts"] = json!([second]);
         assert_eq!(
-            alerts[1].raw, alone,
+            alerts[1].raw,
+            RawPayload::Narrowed(alone),
             "the notification's own fields, with this alert only"
         );
     }

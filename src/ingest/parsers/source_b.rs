@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{normalize_severity, present_labels, EpochUnit, Obj};
-use super::{AlertKind, NormalizedAlert, ParseError, Source};
+use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 /// `None` for an event that changes no alert: one about something other than an incident (the
 /// subscription's `pagey.ping`, a service updated), or an incident event whose data is something
@@ -55,7 +55,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         panel_url: None,
         rule_name: None,
         labels: labels(&incident)?,
-        raw: payload.clone(),
+        raw: RawPayload::Whole,
     }))
 }
 
@@ -98,6 +98,7 @@ fn labels(incident: &Obj<'_>) -> Result<Map<String, Value>, ParseError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::RawPayload;
     use serde_json::json;
 
     use super::super::test_support::{
@@ -132,7 +133,7 @@ mod tests {
         );
         assert_eq!(alert.labels.get("teams"), Some(&json!("Payments")));
         assert_eq!(alert.labels.get("incident_number"), Some(&json!("4817")));
-        assert_eq!(alert.raw, fixture(SOURCE, Fixture::Firing));
+        assert_eq!(alert.raw, RawPayload::Whole);
     }
 
     #[test]

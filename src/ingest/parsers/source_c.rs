@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{normalize_severity, present_labels, unless_same_as, EpochUnit, Obj};
-use super::{AlertKind, NormalizedAlert, ParseError, Source};
+use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 /// The fields of one alarm, whichever shape it came in.
 struct Alarm {
@@ -70,7 +70,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         panel_url: None,
         rule_name: Some(alarm.name),
         labels: alarm.labels,
-        raw: payload.clone(),
+        raw: RawPayload::Whole,
     }))
 }
 

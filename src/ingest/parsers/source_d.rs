@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::value::{
     find_tag, is_word, normalize_severity, parse_tag_text, tags_to_labels, unless_same_as, EpochUnit, Obj, Tag,
 };
-use super::{AlertKind, NormalizedAlert, ParseError, Source};
+use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 /// Bracketed words the tool puts in front of a monitor's name, such as `[Triggered on {...}]` or `[P2]`.
 const TITLE_MARKERS: [&str; 8] = [
@@ -57,7 +57,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         panel_url: None,
         rule_name: None,
         labels: tags_to_labels(&tags),
-        raw: payload.clone(),
+        raw: RawPayload::Whole,
     })
 }
 

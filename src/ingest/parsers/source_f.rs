@@ -8,7 +8,7 @@ use super::value::{
     add_millis, deployment_group_key, deployment_severity, is_deployment_in_progress, is_deployment_success,
     present_labels, unless_same_as, EpochUnit, Obj,
 };
-use super::{AlertKind, NormalizedAlert, ParseError, Source};
+use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 /// `None` for a build still running (no `result`, an in-progress `phase`) or one that was not built
 /// (`NOT_BUILT`: skipped, say, after an upstream failure): it reports no outcome, so it neither
@@ -58,7 +58,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         panel_url: None,
         rule_name: Some(job_name),
         labels: labels(&root)?,
-        raw: payload.clone(),
+        raw: RawPayload::Whole,
     }))
 }
 

@@ -8,7 +8,7 @@ use super::value::{
     deployment_group_key, deployment_severity, is_deployment_in_progress, is_deployment_success, present_labels,
     unless_same_as, EpochUnit, Obj,
 };
-use super::{AlertKind, NormalizedAlert, ParseError, Source};
+use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 /// `None` for a run still in progress (`RUNNING`, `STARTED`...): it reports no outcome, so it
 /// neither opens an incident nor resolves one.
@@ -52,7 +52,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         panel_url: None,
         rule_name: pipeline_name,
         labels: labels(&root)?,
-        raw: payload.clone(),
+        raw: RawPayload::Whole,
     }))
 }
 

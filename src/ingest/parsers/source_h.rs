@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{find_tag, is_word, normalize_severity, tags_to_labels, unless_same_as, EpochUnit, Obj, Tag};
-use super::{AlertKind, NormalizedAlert, ParseError, Source};
+use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
@@ -42,7 +42,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         panel_url: None,
         rule_name: None,
         labels: labels(&tags, problem_id, root.text("ProblemImpact")?),
-        raw: payload.clone(),
+        raw: RawPayload::Whole,
     })
 }
 
