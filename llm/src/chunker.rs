@@ -5,14 +5,15 @@
 pub const MAX_CHUNK_CHARS: usize = 100;
 
 /// Splits text that arrives in pieces into chunks of at most [`MAX_CHUNK_CHARS`] characters, cut
-/// after sentences.
+/// after sentences, each sent as soon as it is certain to be complete.
 ///
-/// A sentence ends where a whitespace run follows `.`, `!`, `?` or `…` (or their full-width forms
-/// `。！？`), possibly with closing quotes or brackets in between (`"Done."`, `(Really?!)`), and
-/// where a whitespace run after some text contains a newline; `3.14` or `example.com` do not end a
-/// sentence. The whitespace after a sentence belongs to that sentence's chunk: a chunk is a
-/// sentence plus the whitespace after it, and the next chunk starts with a non-whitespace
-/// character.
+/// A sentence ends where a whitespace run follows `.`, `!`, `?` or `…`, possibly with closing
+/// quotes or brackets in between (`"Done."`, `(Really?!)`), and where a whitespace run after some
+/// text contains a newline; `3.14` or `example.com` do not end a sentence. The full-width
+/// terminators `。！？` (and the half-width `｡`) end a sentence without whitespace after them, as
+/// CJK text has none: the sentence ends before the first character after them that is neither
+/// whitespace, a closer nor another terminator. The whitespace after a sentence belongs to that
+/// sentence's chunk.
 ///
 /// A sentence longer than the limit is cut after the last whitespace within it, or, for a word
 /// longer than the limit, after exactly [`MAX_CHUNK_CHARS`] characters; when such a cut falls inside
@@ -20,8 +21,13 @@ pub const MAX_CHUNK_CHARS: usize = 100;
 /// is the last one or a run of [`MAX_CHUNK_CHARS`] whitespace characters. Chunks are never empty,
 /// and their concatenation is exactly the text pushed: nothing is trimmed or normalised.
 ///
-/// The chunks do not depend on how the text was split into pushes. A chunk is held back until
-/// what follows it is known (the first character after its whitespace), or until [`finish`].
+/// A sentence followed by whitespace is returned by the push that brings the whitespace, with as
+/// much of the run as has arrived: a reader must not wait for what the writer has not written yet
+/// (the model may pause, or call a tool, after a sentence). What comes later of that run starts the
+/// next chunk, so the chunks depend on the pushes only where a push ends inside the whitespace
+/// after a sentence. Anything else is held back until what follows it decides the cut, or until
+/// [`finish`], which returns all of it: call it where the text pauses for good (the end of the
+/// message, or before a tool call is reported).
 ///
 /// [`finish`]: SentenceChunker::finish
 #[derive(Debug, Default)]
@@ -40,7 +46,8 @@ impl SentenceChunker {
         self.take_chunks(false)
     }
 
-    /// Returns the chunks of the text still held back; the chunker is then empty and can be reused.
+    /// Returns the chunks of the text still held back, cut as if the text ended here; the chunker
+    /// is then empty and can be reused (text pushed afterwards starts a new chunk).
     pub fn finish(&mut self) -> Vec<String> {
         self.take_chunks(true)
     }
@@ -57,15 +64,18 @@ impl SentenceChunker {
 /// The byte offset where the first chunk of `text` ends, once that is decided; `at_end` says that
 /// no more text will follow. Looks at no more than `MAX_CHUNK_CHARS + 1` characters.
 fn next_cut(text: &str, at_end: bool) -> Option<usize> {
-    // The last non-whitespace character ended a sentence.
+    // The last non-whitespace character ended a sentence, should whitespace follow.
     let mut sentence_ended = false;
+    // The last non-whitespace character ended a sentence whatever follows (a full-width terminator,
+    // or a closer or terminator after one).
+    let mut sentence_ended_wide = false;
     // Inside a whitespace run that ends a sentence.
     let mut in_boundary = false;
     let mut seen_non_whitespace = false;
     // Just after the last whitespace character that follows some non-whitespace.
     let mut last_word_break = None;
     for (count, (offset, ch)) in text.char_indices().enumerate() {
-        if in_boundary && !ch.is_whitespace() {
+        if !ch.is_whitespace() && (in_boundary || (sentence_ended_wide && !continues_sentence_end(ch))) {
             return Some(offset);
         }
         if count == MAX_CHUNK_CHARS {
@@ -78,18 +88,30 @@ fn next_cut(text: &str, at_end: bool) -> Option<usize> {
             }
         } else {
             seen_non_whitespace = true;
+            sentence_ended_wide = is_wide_terminator(ch) || (sentence_ended_wide && continues_sentence_end(ch));
             sentence_ended = is_terminator(ch) || (sentence_ended && is_closer(ch));
         }
     }
-    (at_end && !text.is_empty()).then_some(text.len())
+    // Whitespace after a sentence makes it complete, however much more whitespace is to come.
+    ((at_end || in_boundary) && !text.is_empty()).then_some(text.len())
 }
 
 fn is_terminator(ch: char) -> bool {
-    matches!(ch, '.' | '!' | '?' | '…' | '。' | '！' | '？')
+    matches!(ch, '.' | '!' | '?' | '…') || is_wide_terminator(ch)
+}
+
+/// Terminators that end a sentence with no whitespace after them.
+fn is_wide_terminator(ch: char) -> bool {
+    matches!(ch, '。' | '！' | '？' | '｡')
 }
 
 fn is_closer(ch: char) -> bool {
     matches!(ch, '"' | '\'' | ')' | ']' | '}' | '”' | '’' | '»' | '」' | '』')
+}
+
+/// Whether `ch` still belongs to the end of a sentence just ended (`」` in `完成。」`, `！` in `？！`).
+fn continues_sentence_end(ch: char) -> bool {
+    is_closer(ch) || is_terminator(ch)
 }
 
 #[cfg(test)]
@@ -142,14 +164,54 @@ mod tests {
     }
 
     #[test]
-    fn holds_a_sentence_until_what_follows_it_is_known() {
+    fn a_sentence_goes_out_with_the_whitespace_after_it() {
         let mut chunker = SentenceChunker::new();
-        assert!(chunker.push("The database is down.").is_empty());
-        assert!(chunker.push(" ").is_empty(), "more whitespace may follow");
-        assert_eq!(chunker.push("Failing"), ["The database is down. "]);
-        assert!(chunker.push(" over.").is_empty());
-        assert_eq!(chunker.finish(), ["Failing over."]);
+        assert!(
+            chunker.push("The database is down.").is_empty(),
+            "3.14 or a closing quote may follow"
+        );
+        assert_eq!(
+            chunker.push(" "),
+            ["The database is down. "],
+            "no need to wait for the next sentence"
+        );
+        assert!(chunker.push(" Failing").is_empty());
+        assert_eq!(
+            chunker.push(" over.\n"),
+            [" Failing over.\n"],
+            "the rest of the run starts the next chunk"
+        );
+        assert!(chunker.push("Done").is_empty());
+        assert_eq!(chunker.finish(), ["Done"]);
         assert!(chunker.finish().is_empty());
+    }
+
+    #[test]
+    fn finish_sends_what_is_held_back_and_the_text_goes_on_after_it() {
+        let mut chunker = SentenceChunker::new();
+        assert!(chunker.push("Let me look.").is_empty());
+        assert_eq!(chunker.finish(), ["Let me look."], "before a tool call is reported");
+        assert_eq!(chunker.push("Found it. "), ["Found it. "]);
+        assert!(chunker.finish().is_empty());
+    }
+
+    #[test]
+    fn full_width_terminators_end_a_sentence_without_whitespace() {
+        let text = "数据库健康检查正常".repeat(28) + "。完成。";
+        let chunks = chunks_of(&text);
+        let lengths: Vec<usize> = chunks.iter().map(|chunk| chunk.chars().count()).collect();
+        assert_eq!(lengths, [100, 100, 53, 3], "{chunks:?}");
+        assert_eq!(chunks[3], "完成。");
+        assert_eq!(chunks.concat(), text);
+
+        assert_eq!(
+            chunks_of("正常。」下一步？！好。 Next｡Done"),
+            ["正常。」", "下一步？！", "好。 ", "Next｡", "Done"],
+            "closers and further terminators stay with the sentence"
+        );
+        let mut chunker = SentenceChunker::new();
+        assert!(chunker.push("完成。").is_empty(), "a closer may still follow");
+        assert_eq!(chunker.push("下"), ["完成。"]);
     }
 
     #[test]
@@ -238,7 +300,9 @@ mod tests {
             "naïve",
             "Ж",
         ];
-        const PUNCTUATION: &[&str] = &[".", "!", "?", "...", "…", "\"", ")", ".\"", "?!", "。", ","];
+        const PUNCTUATION: &[&str] = &[
+            ".", "!", "?", "...", "…", "\"", ")", ".\"", "?!", "。", "！", "？", "」", ",",
+        ];
         const SPACES: &[&str] = &[" ", " ", " ", "  ", "\n", "\n\n", "\t", " \n ", "\u{a0}"];
         let mut text = String::new();
         for _ in 0..rng.below(120) {
@@ -276,10 +340,53 @@ mod tests {
         let Some(next) = after.chars().next() else { return false };
         let words = before.trim_end();
         let run = &before[words.len()..];
-        if next.is_whitespace() || run.is_empty() || words.is_empty() {
+        if next.is_whitespace() || words.is_empty() {
             return false;
         }
+        if run.is_empty() {
+            return !continues_sentence_end(next)
+                && words
+                    .chars()
+                    .rev()
+                    .take_while(|&ch| continues_sentence_end(ch))
+                    .any(is_wide_terminator);
+        }
         run.contains('\n') || words.trim_end_matches(is_closer).ends_with(is_terminator)
+    }
+
+    /// The rules every chunking of `text` follows, however it was pushed.
+    fn assert_well_cut(case: usize, text: &str, chunks: &[String]) {
+        assert_eq!(chunks.concat(), text, "case {case}");
+        for (position, chunk) in chunks.iter().enumerate() {
+            let chars = chunk.chars().count();
+            assert!((1..=MAX_CHUNK_CHARS).contains(&chars), "case {case}: {chunk:?}");
+            let last = position + 1 == chunks.len();
+            let next_start = chunks.get(position + 1).and_then(|next| next.chars().next());
+            let at_sentence_end = chunk.ends_with(char::is_whitespace)
+                || next_start.is_some_and(|next| sentence_ends_before(&format!("{chunk}{next}"), chunk.len()));
+            if !last && !at_sentence_end {
+                assert!(
+                    chars == MAX_CHUNK_CHARS && !chunk.trim_start().contains(char::is_whitespace),
+                    "case {case}: {chunk:?} is cut inside a word although it has a word break"
+                );
+            }
+            for (offset, _) in chunk.char_indices().skip(1) {
+                assert!(
+                    !sentence_ends_before(chunk, offset),
+                    "case {case}: {chunk:?} holds a sentence end at byte {offset}"
+                );
+            }
+        }
+    }
+
+    fn streamed(pieces: &[&str]) -> Vec<String> {
+        let mut chunker = SentenceChunker::new();
+        let mut chunks = Vec::new();
+        for piece in pieces {
+            chunks.extend(chunker.push(piece));
+        }
+        chunks.extend(chunker.finish());
+        chunks
     }
 
     #[test]
@@ -288,36 +395,36 @@ mod tests {
         for case in 0..1000 {
             let text = generate(&mut rng);
             let whole = chunks_of(&text);
-
-            let mut chunker = SentenceChunker::new();
-            let mut streamed = Vec::new();
-            for piece in random_pieces(&mut rng, &text) {
-                streamed.extend(chunker.push(piece));
-            }
-            streamed.extend(chunker.finish());
-            assert_eq!(streamed, whole, "case {case}: chunks depend on the split of {text:?}");
-
-            assert_eq!(whole.concat(), text, "case {case}");
+            assert_well_cut(case, &text, &whole);
             for (position, chunk) in whole.iter().enumerate() {
-                let chars = chunk.chars().count();
-                assert!((1..=MAX_CHUNK_CHARS).contains(&chars), "case {case}: {chunk:?}");
-                let last = position + 1 == whole.len();
-                if !last && !chunk.ends_with(char::is_whitespace) {
-                    assert!(
-                        chars == MAX_CHUNK_CHARS && !chunk.trim_start().contains(char::is_whitespace),
-                        "case {case}: {chunk:?} is cut inside a word although it has a word break"
-                    );
-                }
-                if !last && chunk.trim().is_empty() {
-                    assert_eq!(chars, MAX_CHUNK_CHARS, "case {case}: whitespace-only chunk {chunk:?}");
-                }
-                for (offset, _) in chunk.char_indices().skip(1) {
-                    assert!(
-                        !sentence_ends_before(chunk, offset),
-                        "case {case}: {chunk:?} holds a sentence end at byte {offset}"
+                if position + 1 < whole.len() && chunk.trim().is_empty() {
+                    assert_eq!(
+                        chunk.chars().count(),
+                        MAX_CHUNK_CHARS,
+                        "case {case}: whitespace-only chunk {chunk:?}"
                     );
                 }
             }
+
+            let pieces = random_pieces(&mut rng, &text);
+            assert_well_cut(case, &text, &streamed(&pieces));
+
+            // Only a push that ends inside a whitespace run can change where the chunks are cut.
+            let mut joined: Vec<String> = Vec::new();
+            for piece in pieces {
+                match joined.last_mut() {
+                    Some(last) if last.ends_with(char::is_whitespace) && piece.starts_with(char::is_whitespace) => {
+                        last.push_str(piece)
+                    }
+                    _ => joined.push(piece.to_owned()),
+                }
+            }
+            let joined: Vec<&str> = joined.iter().map(String::as_str).collect();
+            assert_eq!(
+                streamed(&joined),
+                whole,
+                "case {case}: chunks depend on the split of {text:?}"
+            );
         }
     }
 }

@@ -158,10 +158,8 @@ pub async fn answer(
         });
     }
     // Whatever was cut mid-sentence still goes out, so the client's text matches what is saved.
-    for chunk in turn.chunker.finish() {
-        outbox.send(ServerMessage::chunk(&sid, &chunk));
-    }
-    let ending = match outcome {
+    turn.send_held_back_text();
+    let mut ending = match outcome {
         None => Ending::Cancelled,
         Some(Ok(())) => Ending::Complete,
         Some(Err(error)) => {
@@ -175,10 +173,6 @@ pub async fn answer(
             Ending::Failed
         }
     };
-    if ending == Ending::Complete {
-        outbox.send(ServerMessage::message_complete(&sid, &turn.text));
-    }
-
     let now = Utc::now();
     let actor = Actor::User(&user_id);
     let (text, tool_calls) = (std::mem::take(&mut turn.text), std::mem::take(&mut turn.tool_calls));
@@ -199,8 +193,18 @@ pub async fn answer(
         },
         at: now,
     };
-    if let Err(error) = execute(&sessions, &sid, finish, actor).await {
-        tracing::error!(%error, session = %sid, "the turn's answer and status were not saved");
+    match execute(&sessions, &sid, finish, actor).await {
+        Ok(()) => {}
+        // The session was the user's when the turn began: it has been deleted since, as its user
+        // asked. The reply is over unfinished, with nothing left to save it in.
+        Err(AggregateError::UserError(ChatSessionError::NotFound)) => {
+            tracing::info!(session = %sid, "the session was deleted while its reply was written; the reply is not saved");
+            ending = Ending::Cancelled;
+        }
+        Err(error) => tracing::error!(%error, session = %sid, "the turn's answer and status were not saved"),
+    }
+    if ending == Ending::Complete {
+        outbox.send(ServerMessage::message_complete(&sid, &text));
     }
     if state.model.is_some() {
         outbox.send(ServerMessage::usage_info(&sid, session_cost(&state, &sid).await));
@@ -422,9 +426,18 @@ impl Turn<'_> {
         }
     }
 
+    /// Sends the text the chunker holds back for want of what follows it.
+    fn send_held_back_text(&mut self) {
+        for chunk in self.chunker.finish() {
+            self.outbox.send(ServerMessage::chunk(self.sid, &chunk));
+        }
+    }
+
     /// Runs one tool call end to end (classification, confirmation, execution, the `tool_call`
     /// and `tool_result` messages) and returns the output the model and the stored message get.
     async fn run_tool(&mut self, call_id: &str, name: &str, given: &Value) -> String {
+        // What was written before the call is read before it ("Let me look."), not after its result.
+        self.send_held_back_text();
         // A tool call's input is an object (spec): none is `{}`; anything else (a model's array,
         // or arguments that are not JSON at all) is reported as `{"raw": ...}` and not run.
         let (input, malformed) = match given {

@@ -1,7 +1,7 @@
 //! The bounded queue between a connection's workflows and its socket writer.
 
 use std::{
-    collections::HashSet,
+    collections::HashMap,
     sync::{Arc, Mutex},
 };
 
@@ -22,9 +22,14 @@ pub struct Outbox {
     sender: mpsc::Sender<ServerMessage>,
     overflowed: CancellationToken,
     relay: Option<Relay>,
-    /// Sessions in which this connection's own reply is being written: other replies' messages
-    /// for them are not interleaved into it (a late END of the previous reply, say).
-    answering: Arc<Mutex<HashSet<Uuid>>>,
+    /// Sessions in which this connection's own replies are being written, with how many (a query
+    /// after a cancel waits for the cancelled reply to wind down): other replies' messages for them
+    /// are not interleaved into them (a late END of the previous reply, say).
+    answering: Arc<Mutex<HashMap<Uuid, usize>>>,
+    /// Fires when the connection no longer speaks for the user whose reply this outbox carries
+    /// (its socket sent `init` as someone else): the reply's messages then reach only the
+    /// session's other followers.
+    detached: Option<CancellationToken>,
 }
 
 /// Where a reply's messages go besides this outbox: the session's other followers.
@@ -44,13 +49,14 @@ impl Outbox {
             overflowed: CancellationToken::new(),
             relay: None,
             answering: Arc::default(),
+            detached: None,
         };
         (outbox, receiver)
     }
 
     /// Marks this connection's own reply in `session` as running until the guard drops.
     pub fn answering(&self, session: Uuid) -> AnsweringGuard {
-        self.answering.lock().expect("not poisoned").insert(session);
+        *self.answering.lock().expect("not poisoned").entry(session).or_default() += 1;
         AnsweringGuard {
             answering: self.answering.clone(),
             session,
@@ -59,7 +65,7 @@ impl Outbox {
 
     /// A message of another connection's (or instance's) reply in `session`.
     pub fn send_relayed(&self, session: Uuid, message: ServerMessage) {
-        if !self.answering.lock().expect("not poisoned").contains(&session) {
+        if !self.answering.lock().expect("not poisoned").contains_key(&session) {
             self.send(message);
         }
     }
@@ -77,9 +83,24 @@ impl Outbox {
         }
     }
 
+    /// This outbox, reaching its connection only until `detached` fires.
+    pub fn detachable(&self, detached: CancellationToken) -> Self {
+        Self {
+            detached: Some(detached),
+            ..self.clone()
+        }
+    }
+
+    fn is_detached(&self) -> bool {
+        self.detached.as_ref().is_some_and(CancellationToken::is_cancelled)
+    }
+
     /// The asking connection follows the reply's session from now on: call it once the session is
     /// known to be the asker's.
     pub fn follow_session(&self) {
+        if self.is_detached() {
+            return;
+        }
         if let Some(Relay {
             fanout,
             session,
@@ -102,6 +123,9 @@ impl Outbox {
         if let Some(relay) = &self.relay {
             relay.fanout.publish(relay.session, relay.origin, &message);
         }
+        if self.is_detached() {
+            return;
+        }
         if let Err(mpsc::error::TrySendError::Full(_)) = self.sender.try_send(message) {
             if !self.overflowed.is_cancelled() {
                 tracing::warn!("websocket client reads too slowly; dropping the connection");
@@ -117,9 +141,10 @@ impl Outbox {
         self.send(ServerMessage::status_end(session_id, false));
     }
 
-    /// Whether nobody reads any more (the client left, or a background run never had one).
+    /// Whether nobody reads any more (the client left, or speaks for someone else now, or a
+    /// background run never had one).
     pub fn is_closed(&self) -> bool {
-        self.sender.is_closed()
+        self.sender.is_closed() || self.is_detached()
     }
 
     /// Fires once a message could not be queued.
@@ -129,13 +154,19 @@ impl Outbox {
 }
 
 pub struct AnsweringGuard {
-    answering: Arc<Mutex<HashSet<Uuid>>>,
+    answering: Arc<Mutex<HashMap<Uuid, usize>>>,
     session: Uuid,
 }
 
 impl Drop for AnsweringGuard {
     fn drop(&mut self) {
-        self.answering.lock().expect("not poisoned").remove(&self.session);
+        let mut answering = self.answering.lock().expect("not poisoned");
+        if let Some(count) = answering.get_mut(&self.session) {
+            *count -= 1;
+            if *count == 0 {
+                answering.remove(&self.session);
+            }
+        }
     }
 }
 
@@ -152,5 +183,25 @@ mod tests {
         outbox.send(ServerMessage::status_start());
         assert!(outbox.overflowed().is_cancelled());
         assert!(receiver.try_recv().is_ok());
+    }
+
+    #[test]
+    fn a_detached_outbox_no_longer_reaches_its_connection() {
+        let (connection, mut receiver) = Outbox::new(8);
+        let detached = CancellationToken::new();
+        let reply = connection.detachable(detached.clone());
+        reply.send(ServerMessage::status_start());
+        assert!(receiver.try_recv().is_ok());
+        assert!(!reply.is_closed());
+
+        detached.cancel();
+        reply.send(ServerMessage::status_start());
+        assert!(receiver.try_recv().is_err(), "nothing reaches the connection any more");
+        assert!(reply.is_closed(), "nobody there answers a confirmation");
+        connection.send(ServerMessage::status_start());
+        assert!(
+            receiver.try_recv().is_ok(),
+            "the connection's own messages still go out"
+        );
     }
 }

@@ -109,17 +109,36 @@ pub struct Connection {
     outbox: Outbox,
     user_id: Option<String>,
     bucket: TokenBucket,
+    /// The replies this connection's user asked for here, by session. A cancelled one stays until
+    /// it has wound down: its END is still to come.
     workflows: HashMap<Uuid, Workflow>,
+    /// Replies asked for by a user this connection spoke for before an `init` as someone else.
+    /// They run on and are saved, unseen here; kept so that a stopping service still cancels them.
+    left_running: Vec<Workflow>,
     confirmations: Confirmations,
     /// Sessions this connection has asked in: it sees their replies, whoever writes them.
     followed: HashSet<Uuid>,
 }
 
 struct Workflow {
-    /// Who asked: after an `init` as someone else, only they may cancel it.
-    user_id: String,
     cancel: CancellationToken,
+    /// Fires when the connection stops speaking for the user who asked.
+    detach: CancellationToken,
     task: JoinHandle<Ending>,
+}
+
+impl Workflow {
+    /// Cancelled: for its client the reply is over, though it may still be saving what was written.
+    fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
+
+/// How a reply gets its session's turn.
+enum TurnSource {
+    Taken(ReplyTurn),
+    /// After this connection's cancelled reply in the session has wound down.
+    AfterCancelled(JoinHandle<Ending>),
 }
 
 impl Connection {
@@ -132,6 +151,7 @@ impl Connection {
             user_id: None,
             bucket,
             workflows: HashMap::new(),
+            left_running: Vec::new(),
             confirmations: Default::default(),
             followed: HashSet::new(),
         }
@@ -139,6 +159,7 @@ impl Connection {
 
     pub fn handle(&mut self, text: &str) {
         self.workflows.retain(|_, workflow| !workflow.task.is_finished());
+        self.left_running.retain(|workflow| !workflow.task.is_finished());
         let message = match ClientMessage::parse(text) {
             Ok(message) => message,
             Err(ParseError {
@@ -160,11 +181,16 @@ impl Connection {
             }
             if self.user_id.as_ref().is_some_and(|current| *current != user_id) {
                 // Another user from now on: the previous one's sessions are no longer followed,
-                // and their confirmations can no longer be answered from here.
+                // their confirmations can no longer be answered from here, and their running
+                // replies no longer reach this socket.
                 self.state
                     .session_fanout
                     .forget(self.id, std::mem::take(&mut self.followed));
                 self.confirmations.clear();
+                for (_, workflow) in self.workflows.drain() {
+                    workflow.detach.cancel();
+                    self.left_running.push(workflow);
+                }
             }
             self.user_id = Some(user_id);
             return self.outbox.send(ServerMessage::status_start());
@@ -185,7 +211,7 @@ impl Connection {
                 session_id,
                 user_id: Some(claimed),
             } if claimed != user_id => self.refuse_cancel(&session_id, NOT_YOURS, Severity::Error, "USER_MISMATCH"),
-            ClientMessage::Cancel { session_id, .. } => self.cancel(&user_id, &session_id),
+            ClientMessage::Cancel { session_id, .. } => self.cancel(&session_id),
             ClientMessage::Confirmation {
                 user_id: Some(claimed), ..
             } if claimed != user_id => self.outbox.send(ServerMessage::coded_error(NOT_YOURS, "USER_MISMATCH")),
@@ -212,9 +238,21 @@ impl Connection {
     fn query(&mut self, user_id: &str, query: ChatQuery) {
         let sid = query.session_id.clone();
         match self.admit(user_id, &query, &sid) {
-            Ok(session_id) => match self.state.reply_turns.try_take(session_id) {
-                Some(turn) => self.start_reply(session_id, query, turn),
-                None => self.refuse_busy_elsewhere(user_id, session_id, sid),
+            // A reply the user cancelled is over for them: the query runs once it has wound down.
+            Ok(session_id) => match self.workflows.remove(&session_id) {
+                Some(cancelled) => self.start_reply(session_id, query, TurnSource::AfterCancelled(cancelled.task)),
+                None => match self.state.reply_turns.try_take(session_id) {
+                    Some(turn) => self.start_reply(session_id, query, TurnSource::Taken(turn)),
+                    None => {
+                        tokio::spawn(refuse_busy_elsewhere(
+                            self.state.db.clone(),
+                            self.outbox.clone(),
+                            user_id.to_owned(),
+                            session_id,
+                            sid,
+                        ));
+                    }
+                },
             },
             // The running reply's END is still to come: a second END now would tell the client
             // that reply is over.
@@ -224,28 +262,6 @@ impl Connection {
             }
             Err(Refusal { text, code }) => self.outbox.refuse(&sid, text, Some(code)),
         }
-    }
-
-    /// Refuses a query into a session that another socket (or an incident-chat job) is
-    /// answering in: this query has its own END. A session the user may not use is refused as
-    /// not found, as when no reply runs: whether a stranger's session is answering is not theirs
-    /// to know.
-    fn refuse_busy_elsewhere(&self, user_id: &str, session_id: Uuid, sid: String) {
-        let (db, outbox, user_id) = (self.state.db.clone(), self.outbox.clone(), user_id.to_owned());
-        tokio::spawn(async move {
-            match vigil_projections::chat_sessions::taken_by_another(&db, &user_id, session_id).await {
-                Ok(true) => outbox.refuse(&sid, agent::SESSION_NOT_FOUND.0, Some(agent::SESSION_NOT_FOUND.1)),
-                Ok(false) => outbox.refuse(
-                    &sid,
-                    "a reply is still being written in this session from elsewhere; wait for it or cancel it there",
-                    Some(BUSY),
-                ),
-                Err(error) => {
-                    tracing::error!(%error, session = %sid, "chat session lookup failed");
-                    outbox.refuse(&sid, "the session could not be read; try again", None)
-                }
-            }
-        });
     }
 
     /// The checks a query must pass before any work is done for it. Every query of the client
@@ -267,7 +283,10 @@ impl Connection {
             ));
         }
         let session_id = sid.parse::<Uuid>();
-        if session_id.as_ref().is_ok_and(|id| self.workflows.contains_key(id)) {
+        if session_id
+            .as_ref()
+            .is_ok_and(|id| self.workflows.get(id).is_some_and(|workflow| !workflow.is_cancelled()))
+        {
             return Err(Refusal::new(
                 "a reply is still being written in this session; wait for it or cancel it",
                 BUSY,
@@ -282,14 +301,13 @@ impl Connection {
         session_id.map_err(|_| Refusal::new("session_id is not a UUID", "INVALID_SESSION_ID"))
     }
 
-    fn start_reply(&mut self, session_id: Uuid, query: ChatQuery, turn: ReplyTurn) {
-        let asker_id = query.user_id.clone();
-        let outbox = self
-            .outbox
-            .relaying(self.state.session_fanout.clone(), session_id, Some(self.id));
+    fn start_reply(&mut self, session_id: Uuid, query: ChatQuery, turn: TurnSource) {
+        let (state, sid, user_id) = (self.state.clone(), session_id.to_string(), query.user_id.clone());
         let cancel = CancellationToken::new();
+        let detach = CancellationToken::new();
+        let asker = self.outbox.detachable(detach.clone());
+        let outbox = asker.relaying(self.state.session_fanout.clone(), session_id, Some(self.id));
         let answering = self.outbox.answering(session_id);
-        let asker = self.outbox.clone();
         let reply = agent::answer(
             self.state.clone(),
             query,
@@ -299,41 +317,51 @@ impl Connection {
             self.confirmations.clone(),
             cancel.clone(),
         );
+        let cancelled = cancel.clone();
         let task = tokio::spawn(async move {
-            let (_answering, _turn) = (answering, turn);
+            let _answering = answering;
+            let _turn = match turn {
+                TurnSource::Taken(turn) => turn,
+                TurnSource::AfterCancelled(previous) => {
+                    let _ = previous.await;
+                    // Cancelled while it waited (or the service is stopping): it never starts.
+                    if cancelled.is_cancelled() {
+                        asker.send(ServerMessage::status_end(&sid, false));
+                        return Ending::Cancelled;
+                    }
+                    match state.reply_turns.try_take(session_id) {
+                        Some(turn) => turn,
+                        // Taken in between, from another socket or by an incident-chat job.
+                        None => {
+                            refuse_busy_elsewhere(state.db.clone(), asker, user_id, session_id, sid).await;
+                            return Ending::Failed;
+                        }
+                    }
+                }
+            };
             match AssertUnwindSafe(reply).catch_unwind().await {
                 Ok(ending) => ending,
                 Err(_) => {
                     // A bug cut the reply short: its client must not wait for the END forever.
-                    asker.send(ServerMessage::status_end(&session_id.to_string(), false));
+                    asker.send(ServerMessage::status_end(&sid, false));
                     Ending::Failed
                 }
             }
         });
-        self.workflows.insert(
-            session_id,
-            Workflow {
-                user_id: asker_id,
-                cancel,
-                task,
-            },
-        );
+        self.workflows.insert(session_id, Workflow { cancel, detach, task });
         // The answer makes the connection follow the session once it has checked that the
         // session is this user's; it is forgotten when the connection closes.
         self.followed.insert(session_id);
     }
 
-    fn cancel(&mut self, user_id: &str, session_id: &str) {
-        let running = session_id
-            .parse::<Uuid>()
-            .ok()
-            .filter(|id| {
-                self.workflows
-                    .get(id)
-                    .is_some_and(|workflow| workflow.user_id == user_id)
-            })
-            .and_then(|id| self.workflows.remove(&id).map(|workflow| (id, workflow)));
-        let Some((id, workflow)) = running else {
+    fn cancel(&mut self, session_id: &str) {
+        let running = session_id.parse::<Uuid>().ok().and_then(|id| {
+            self.workflows
+                .get(&id)
+                .filter(|workflow| !workflow.is_cancelled())
+                .map(|workflow| (id, workflow.cancel.clone()))
+        });
+        let Some((id, cancel)) = running else {
             return self.refuse_cancel(
                 session_id,
                 "no reply is running in this session",
@@ -344,7 +372,7 @@ impl Connection {
         // Pending confirmations of the session end unanswered, which counts as declined; the
         // cancelled reply sends the END.
         self.confirmations.retain(|_, (session, _)| *session != id);
-        workflow.cancel.cancel();
+        cancel.cancel();
     }
 
     /// Answers a cancel that cancels nothing. The spec's cancel always ends with END, so that a
@@ -370,7 +398,7 @@ impl Connection {
             .session_fanout
             .forget(self.id, std::mem::take(&mut self.followed));
         if stop_workflows {
-            for workflow in self.workflows.values() {
+            for workflow in self.workflows.values().chain(&self.left_running) {
                 workflow.cancel.cancel();
             }
         }
@@ -379,9 +407,33 @@ impl Connection {
     /// Resolves once every reply this connection started has ended (a cancelled one saves what
     /// was written and sends its END first).
     pub fn replies_ended(&mut self) -> impl std::future::Future<Output = ()> + use<> {
-        let tasks: Vec<JoinHandle<Ending>> = self.workflows.drain().map(|(_, workflow)| workflow.task).collect();
+        let tasks: Vec<JoinHandle<Ending>> = self
+            .workflows
+            .drain()
+            .map(|(_, workflow)| workflow)
+            .chain(self.left_running.drain(..))
+            .map(|workflow| workflow.task)
+            .collect();
         async move {
             futures::future::join_all(tasks).await;
+        }
+    }
+}
+
+/// Refuses a query into a session that another socket (or an incident-chat job) is answering
+/// in: this query has its own END. A session the user may not use is refused as not found, as
+/// when no reply runs: whether a stranger's session is answering is not theirs to know.
+async fn refuse_busy_elsewhere(db: sqlx::PgPool, outbox: Outbox, user_id: String, session_id: Uuid, sid: String) {
+    match vigil_projections::chat_sessions::taken_by_another(&db, &user_id, session_id).await {
+        Ok(true) => outbox.refuse(&sid, agent::SESSION_NOT_FOUND.0, Some(agent::SESSION_NOT_FOUND.1)),
+        Ok(false) => outbox.refuse(
+            &sid,
+            "a reply is still being written in this session from elsewhere; wait for it or cancel it there",
+            Some(BUSY),
+        ),
+        Err(error) => {
+            tracing::error!(%error, session = %sid, "chat session lookup failed");
+            outbox.refuse(&sid, "the session could not be read; try again", None)
         }
     }
 }

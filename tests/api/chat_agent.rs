@@ -16,7 +16,7 @@ use crate::{
     cloud_providers::{
         call, cloud_c_login, connect_cloud_d, spawn_with_fakes_and, ORGANIZATION, ROLE_ARN, SUBSCRIPTION_ID,
     },
-    helpers::{spawn_app, spawn_app_with, TestApp},
+    helpers::{eventually, spawn_app, spawn_app_with, CapturedLogs, TestApp},
 };
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -367,6 +367,28 @@ async fn a_tool_round_reports_running_then_success_and_its_result() {
     );
 }
 
+/// Text the model writes before it calls a tool is read before the call's events, even when it
+/// ends with no whitespace to show that its sentence is over.
+#[tokio::test]
+async fn text_written_before_a_tool_call_is_sent_before_the_call() {
+    let model = FakeOpenAi::start().await;
+    model.push(Reply::text("Let me look.").with_tool_call("search_incidents", json!({ "query": "checkout" })));
+    model.push(Reply::text("Nothing on record."));
+    let app = app_with_model(&model, None).await;
+    let user = app.new_user().await.id;
+    let session_id = new_session(&app, &user).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask(&session_id, "Any checkout incidents?", json!({})).await;
+    let messages = client.until_end().await;
+
+    let position = |found: &dyn Fn(&Value) -> bool| messages.iter().position(found).expect("in the reply");
+    let first_call = position(&|message| message["type"] == "tool_call");
+    let look = position(&|message| message["data"]["text"] == "Let me look." && message["data"]["is_chunk"] == true);
+    assert!(look < first_call, "{messages:#?}");
+    assert_eq!(chunks(&messages).concat(), "Let me look.Nothing on record.");
+}
+
 #[tokio::test]
 async fn a_mutating_command_waits_for_confirmation_and_runs_only_when_approved() {
     let model = FakeOpenAi::start().await;
@@ -538,6 +560,119 @@ async fn cancel_stops_the_stream_saves_the_partial_answer_and_closes_the_session
     let (error, input_tokens, output_tokens) = usage.expect("a usage row for the cancelled call");
     assert!(error.unwrap().contains("cancelled"));
     assert!(input_tokens > 0 && output_tokens > 0, "{input_tokens} {output_tokens}");
+}
+
+/// A query sent right after a cancel is not refused as BUSY because of the reply being
+/// cancelled: it runs once that reply has wound down, and each reply has one END.
+#[tokio::test]
+async fn a_query_right_after_a_cancel_runs_once_the_cancelled_reply_has_wound_down() {
+    let SlowReply {
+        app,
+        user,
+        session_id,
+        _model,
+        ..
+    } = slow_reply(40, Duration::from_millis(30)).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask_long_question(&session_id).await;
+    client
+        .send(json!({ "type": "control", "action": "cancel", "session_id": session_id, "user_id": user }))
+        .await;
+    client.ask(&session_id, "And now?", json!({})).await;
+
+    let cancelled = client.until_end().await;
+    assert!(of_type(&cancelled, "error").is_empty(), "{cancelled:#?}");
+    assert_eq!(cancelled.last().unwrap()["data"]["isComplete"], false);
+    let answered = client.until_end().await;
+    assert!(of_type(&answered, "error").is_empty(), "{answered:#?}");
+    assert_eq!(chunks(&answered).concat(), "You said: And now?");
+    assert_eq!(
+        answered.last().unwrap()["data"],
+        json!({ "status": "END", "isComplete": true, "session_id": session_id })
+    );
+
+    let saved = session(&app, &user, &session_id).await;
+    let senders: Vec<&str> = saved["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["sender"].as_str().unwrap())
+        .collect();
+    assert_eq!(senders, ["user", "assistant", "user", "assistant"], "{saved}");
+    assert_eq!(saved["messages"][2]["text"], "And now?");
+    assert_eq!(saved["status"], "completed");
+}
+
+/// Once a socket speaks for another user, the first user's reply (which runs on and is saved)
+/// no longer reaches it.
+#[tokio::test]
+async fn a_socket_that_sends_init_as_another_user_hears_no_more_of_the_first_users_reply() {
+    let SlowReply {
+        app,
+        user,
+        session_id,
+        answer,
+        _model,
+    } = slow_reply(40, Duration::from_millis(30)).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask_long_question(&session_id).await;
+    client.send(json!({ "type": "init", "user_id": "someone-else" })).await;
+    while client.next().await["data"]["status"] != "START" {}
+    let replying = session_id.parse().unwrap();
+    eventually("the first user's reply to end", || async {
+        (!app.state.reply_turns.is_running(replying)).then_some(())
+    })
+    .await;
+    // Anything of that reply would have been queued for the socket before this probe's answer.
+    let probe = Uuid::new_v4().to_string();
+    client
+        .send(json!({ "type": "control", "action": "cancel", "session_id": probe, "user_id": "someone-else" }))
+        .await;
+    let heard = client.until_end().await;
+    assert_eq!(heard[0]["data"]["code"], "NOTHING_TO_CANCEL", "{heard:#?}");
+    assert_eq!(heard.len(), 2, "nothing but the probe's answer: {heard:#?}");
+
+    let saved = session(&app, &user, &session_id).await;
+    assert_eq!(saved["status"], "completed");
+    assert_eq!(saved["messages"][1]["text"], answer.as_str());
+}
+
+/// A session deleted while its reply streams: the reply ends unfinished, and the deletion the user
+/// asked for is no error.
+#[tokio::test]
+async fn deleting_a_session_while_it_answers_ends_the_reply_unfinished() {
+    let logs = CapturedLogs::start();
+    let SlowReply {
+        app,
+        user,
+        session_id,
+        _model,
+        ..
+    } = slow_reply(40, Duration::from_millis(30)).await;
+    let mut client = Client::connect(&app, &user).await;
+
+    client.ask_long_question(&session_id).await;
+    let deleted = app
+        .send_as(&user, Method::DELETE, &format!("/chat_api/sessions/{session_id}"), None)
+        .await;
+    assert_eq!(deleted.status(), 200);
+    let messages = client.until_end().await;
+
+    assert_eq!(
+        messages.last().unwrap()["data"],
+        json!({ "status": "END", "isComplete": false, "session_id": session_id })
+    );
+    assert!(
+        of_type(&messages, "message")
+            .iter()
+            .all(|message| message["data"]["is_complete"] != true),
+        "{messages:#?}"
+    );
+    let logged = logs.text();
+    assert!(logged.contains("deleted while its reply was written"), "{logged}");
+    assert!(!logged.lines().any(|line| line.contains("ERROR")), "{logged}");
 }
 
 #[tokio::test]
@@ -744,7 +879,8 @@ async fn only_the_asker_cancels_a_reply() {
     }
     assert_eq!(refused.unwrap()["data"]["code"], "USER_MISMATCH");
 
-    // The socket now speaks for another user, who cannot cancel the first one's reply.
+    // The socket now speaks for another user, who cannot cancel the first one's reply, and no
+    // longer sees it: the refusal has an END of its own.
     client.send(json!({ "type": "init", "user_id": "someone-else" })).await;
     client.send(cancel("someone-else")).await;
     // `next` fails the test when no such warning comes within its timeout.
@@ -755,13 +891,10 @@ async fn only_the_asker_cancels_a_reply() {
             break;
         }
     }
-    // Neither refusal ended the reply that still runs: the only END is the reply's own.
-    while seen.last().unwrap()["data"]["status"] != "END" {
-        seen.push(client.next().await);
-    }
-    let ends: Vec<&Value> = seen.iter().filter(|m| m["data"]["status"] == "END").collect();
-    assert_eq!(ends.len(), 1, "{seen:#?}");
-    assert_eq!(ends[0]["data"]["isComplete"], true);
+    let end = client.next().await;
+    assert_eq!(end["data"]["isComplete"], false, "{end}");
+    // The first refusal did not end the reply: no END came before this one.
+    assert!(seen.iter().all(|m| m["data"]["status"] != "END"), "{seen:#?}");
     // Polled within the chat endpoints' budget (20 a minute).
     let mut status = Value::Null;
     for _ in 0..15 {
