@@ -10,6 +10,7 @@ pub mod credentials;
 pub mod outbox;
 pub mod tools;
 pub mod turns;
+pub mod user_message;
 
 use std::{sync::Arc, time::Duration};
 

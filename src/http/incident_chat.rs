@@ -56,7 +56,7 @@ pub struct Accepted {
     request_body = IncidentQuestion,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 202, body = Accepted),
-        (status = 400, description = "no identity, bad id or session_id, empty question or unknown mode", body = ErrorBody),
+        (status = 400, description = "no identity, bad id or session_id, empty or over-long question (the chat message limit), or unknown mode", body = ErrorBody),
         (status = 404, description = "no such incident of the caller's, or no session of the caller's about it", body = ErrorBody)))]
 async fn ask_about_incident(
     State(state): State<AppState>,
@@ -70,6 +70,10 @@ async fn ask_about_incident(
     let question = request.question.trim().to_owned();
     if question.is_empty() {
         return Err(AppError::bad_request("empty_question", "question must not be empty"));
+    }
+    // The limit of a chat message over the WebSocket (spec Limits: user message).
+    if let Some(problem) = crate::agent::user_message::too_long(&question) {
+        return Err(AppError::bad_request("message_too_long", problem));
     }
     let ask_mode = match request.mode.as_deref().map(str::trim) {
         None | Some("") | Some("agent") => false,

@@ -108,6 +108,16 @@ async fn bad_requests_and_other_users_are_refused() {
         .send_as(&user, Method::POST, &path, Some(&json!({ "question": "  " })))
         .await;
     assert_error(empty, 400, "empty_question").await;
+    let too_long = app
+        .send_as(
+            &user,
+            Method::POST,
+            &path,
+            Some(&json!({ "question": "why? ".repeat(20_000) })),
+        )
+        .await;
+    let body = assert_error(too_long, 400, "message_too_long").await;
+    assert!(body["error"].as_str().unwrap().contains("20,000 tokens"), "{body}");
     let mode = app
         .send_as(
             &user,
