@@ -81,6 +81,21 @@ pub async fn create_if_missing(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Connections of a running service (`vigil serve` or `vigil worker`, any instance) to this
+/// database, other than the caller's own.
+pub async fn service_connections(db: &PgPool) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = ANY($1)",
+    )
+    .bind([
+        SERVICE_APPLICATION_NAME,
+        crate::ingest::placement::LANE_APPLICATION_NAME,
+    ])
+    .fetch_one(db)
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::plain_on_loopback;
@@ -108,19 +123,4 @@ mod tests {
             assert!(!plain_on_loopback(url, sslmode_in_environment), "{url}");
         }
     }
-}
-
-/// Connections of a running service (`vigil serve` or `vigil worker`, any instance) to this
-/// database, other than the caller's own.
-pub async fn service_connections(db: &PgPool) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity
-         WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = ANY($1)",
-    )
-    .bind([
-        SERVICE_APPLICATION_NAME,
-        crate::ingest::placement::LANE_APPLICATION_NAME,
-    ])
-    .fetch_one(db)
-    .await
 }

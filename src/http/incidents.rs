@@ -162,8 +162,10 @@ pub struct ThoughtView {
 pub struct CitationView {
     id: i64,
     key: String,
-    tool_name: Option<String>,
+    /// Required by the spec; empty for a citation recorded without one.
+    tool_name: String,
     command: Option<String>,
+    #[schema(required = false)]
     output: String,
     executed_at: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
@@ -174,12 +176,13 @@ pub struct CitationView {
 pub struct CorrelatedAlertView {
     id: Uuid,
     source_type: String,
-    alert_title: Option<String>,
+    /// Required by the spec; empty for an alert recorded without one.
+    alert_title: String,
     alert_service: Option<String>,
     alert_severity: Option<String>,
     correlation_strategy: String,
     correlation_score: f64,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Object, required = false)]
     correlation_details: Value,
     received_at: DateTime<Utc>,
 }
@@ -370,7 +373,7 @@ async fn get_incident(
             .map(|c| CitationView {
                 id: c.id,
                 key: c.citation_key,
-                tool_name: c.tool_name,
+                tool_name: c.tool_name.unwrap_or_default(),
                 command: c.command,
                 output: c.output,
                 executed_at: c.executed_at,
@@ -382,7 +385,7 @@ async fn get_incident(
             .map(|a| CorrelatedAlertView {
                 id: a.id,
                 source_type: a.source_type,
-                alert_title: a.alert_title,
+                alert_title: a.alert_title.unwrap_or_default(),
                 alert_service: a.alert_service,
                 alert_severity: a.alert_severity,
                 correlation_strategy: a.correlation_strategy,
@@ -426,11 +429,52 @@ fn enum_field<T>(
     }
 }
 
+/// The PATCH body as the OpenAPI document describes it. The handler reads the fields from the
+/// JSON object itself, to tell an absent field from a null one and to name a bad value.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct IncidentPatch {
+    status: Option<PatchedStatus>,
+    aurora_status: Option<PatchedAuroraStatus>,
+    #[schema(max_length = 10_000)]
+    summary: Option<String>,
+    active_tab: Option<PatchedTab>,
+}
+
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum PatchedStatus {
+    Investigating,
+    Analyzed,
+    Merged,
+    Resolved,
+}
+
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum PatchedAuroraStatus {
+    Idle,
+    Running,
+    Complete,
+    Error,
+}
+
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum PatchedTab {
+    Thoughts,
+    Chat,
+}
+
 /// Change status, auroraStatus, summary (at most 10,000 characters) or activeTab. Setting
 /// `resolved` (from another status) starts postmortem generation; `analyzed`/`resolved` stamp
 /// `analyzedAt` once. `updatedAt` moves on every PATCH.
 #[utoipa::path(patch, path = "/api/incidents/{incident_id}", tag = "incidents", params(("incident_id" = Uuid, Path)),
-    request_body(content = Object, description = "status, auroraStatus, summary, activeTab (all optional, at least one)"),
+    request_body(content = IncidentPatch, description = "status, auroraStatus, summary, activeTab (all optional, at least one)"),
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = PatchResponse),
         (status = 400, description = "no identity, bad id, missing body, invalid value, summary too long, nothing to update", body = ErrorBody),

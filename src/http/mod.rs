@@ -76,6 +76,45 @@ impl Modify for SecuritySchemes {
     }
 }
 
+/// Every operation the rate limiter counts may answer 429 (`rate_limit::Scope::of`): said once
+/// here rather than on each of them. Applied to the merged document, after every route is in.
+struct RateLimitedResponses;
+
+impl Modify for RateLimitedResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use axum::http::Method;
+        use utoipa::openapi::ResponseBuilder;
+        let too_many = ResponseBuilder::new()
+            .description("rate limit exceeded (per user and minute); retry after `Retry-After` seconds")
+            .content(
+                "application/json",
+                utoipa::openapi::ContentBuilder::new()
+                    .schema(Some(utoipa::openapi::Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .build();
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let operations = [
+                (Method::GET, &mut item.get),
+                (Method::POST, &mut item.post),
+                (Method::PUT, &mut item.put),
+                (Method::PATCH, &mut item.patch),
+                (Method::DELETE, &mut item.delete),
+            ];
+            for (method, operation) in operations {
+                let Some(operation) = operation else { continue };
+                if rate_limit::Scope::of(&method, path).is_some() {
+                    operation
+                        .responses
+                        .responses
+                        .entry("429".to_owned())
+                        .or_insert_with(|| too_many.clone().into());
+                }
+            }
+        }
+    }
+}
+
 /// The OpenAPI 3.1 document of every HTTP endpoint.
 #[utoipa::path(get, path = "/api/openapi.json", tag = "operations",
     responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json")))]
@@ -112,6 +151,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(openapi_document))
         .split_for_parts();
     openapi.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    RateLimitedResponses.modify(&mut openapi);
     let document = Arc::new(OpenApiJson(openapi.to_json().expect("OpenAPI document serializes")));
 
     routes

@@ -51,6 +51,66 @@ async fn openapi_document_lists_every_endpoint() {
     }
 }
 
+/// What the spec requires of the detail's arrays and the PATCH body is what the document says,
+/// and every operation the rate limiter counts documents its 429.
+#[tokio::test]
+async fn openapi_document_follows_the_spec_tables() {
+    let app = spawn_app().await;
+    let document: Value = app.get("/api/openapi.json").await.json().await.unwrap();
+    let schemas = &document["components"]["schemas"];
+    let required =
+        |schema: &str| -> Vec<String> { serde_json::from_value(schemas[schema]["required"].clone()).unwrap() };
+    for (schema, fields) in [
+        ("CitationView", ["id", "key", "toolName", "createdAt"].as_slice()),
+        (
+            "CorrelatedAlertView",
+            [
+                "id",
+                "sourceType",
+                "alertTitle",
+                "correlationStrategy",
+                "correlationScore",
+                "receivedAt",
+            ]
+            .as_slice(),
+        ),
+    ] {
+        let mut listed = required(schema);
+        listed.sort();
+        let mut expected: Vec<String> = fields.iter().map(|field| field.to_string()).collect();
+        expected.sort();
+        assert_eq!(listed, expected, "{schema}");
+    }
+    let patch = &document["paths"]["/api/incidents/{incident_id}"]["patch"];
+    let body = &patch["requestBody"]["content"]["application/json"]["schema"]["$ref"];
+    assert_eq!(body, "#/components/schemas/IncidentPatch");
+    let status = schemas["IncidentPatch"]["properties"]["status"].to_string();
+    assert!(status.contains("PatchedStatus"), "{status}");
+    assert_eq!(
+        schemas["PatchedStatus"]["enum"],
+        serde_json::json!(["investigating", "analyzed", "merged", "resolved"])
+    );
+
+    let responses = |path: &str, method: &str| document["paths"][path][method]["responses"].clone();
+    for (path, method) in [
+        ("/api/incidents/{incident_id}", "patch"),
+        ("/chat_api/sessions/{session_id}", "put"),
+        ("/api/source_a/alerts", "post"),
+        ("/cloud_b/status", "get"),
+    ] {
+        assert!(
+            responses(path, method).get("429").is_some(),
+            "{method} {path} documents 429"
+        );
+    }
+    for (path, method) in [("/health", "get"), ("/metrics", "get"), ("/api/openapi.json", "get")] {
+        assert!(
+            responses(path, method).get("429").is_none(),
+            "{method} {path} is exempt"
+        );
+    }
+}
+
 #[tokio::test]
 async fn metrics_count_requests_by_route_and_status() {
     let app = spawn_app().await;
