@@ -131,7 +131,9 @@ pub struct SuggestionView {
     title: String,
     description: Option<String>,
     #[serde(rename = "type")]
+    #[schema(value_type = Option<SuggestionType>)]
     kind: Option<String>,
+    #[schema(value_type = Option<SuggestionRisk>)]
     risk: Option<String>,
     command: Option<String>,
     file_path: Option<String>,
@@ -153,8 +155,37 @@ pub struct ThoughtView {
     timestamp: DateTime<Utc>,
     content: String,
     #[serde(rename = "type")]
+    #[schema(value_type = Option<ThoughtType>)]
     kind: Option<String>,
     created_at: DateTime<Utc>,
+}
+
+/// The value sets of the detail's arrays, for the OpenAPI document (the rows hold them as text).
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum ThoughtType {
+    Analysis,
+    Hypothesis,
+    Evidence,
+    Conclusion,
+}
+
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum SuggestionType {
+    Diagnostic,
+    Fix,
+}
+
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum SuggestionRisk {
+    Safe,
+    Medium,
+    High,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]

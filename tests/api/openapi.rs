@@ -91,6 +91,21 @@ async fn openapi_document_follows_the_spec_tables() {
         serde_json::json!(["investigating", "analyzed", "merged", "resolved"])
     );
 
+    assert_eq!(
+        schemas["ThoughtType"]["enum"],
+        serde_json::json!(["analysis", "hypothesis", "evidence", "conclusion"])
+    );
+    assert_eq!(
+        schemas["SuggestionRisk"]["enum"],
+        serde_json::json!(["safe", "medium", "high"])
+    );
+    let mut checks: Vec<String> = serde_json::from_value(schemas["HealthChecks"]["required"].clone()).unwrap();
+    checks.sort();
+    assert_eq!(
+        checks,
+        ["cache", "chatbot_websocket", "database", "task_queue", "vector_store"]
+    );
+
     let responses = |path: &str, method: &str| document["paths"][path][method]["responses"].clone();
     for (path, method) in [
         ("/api/incidents/{incident_id}", "patch"),
