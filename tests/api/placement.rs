@@ -417,3 +417,43 @@ async fn a_new_incident_written_with_what_joined_it_in_its_batch_equals_its_even
     tx.rollback().await.unwrap();
     assert_eq!(one_by_one, live);
 }
+
+/// A nearest-neighbour search compares the user's most recent entries only, so that its cost
+/// does not grow with the user's whole history.
+#[tokio::test]
+async fn nearest_neighbours_are_searched_among_the_most_recent_entries() {
+    use vigil::vector_store::{EmbeddingEntry, VectorStore, INCIDENT, NEAREST_AMONG};
+    let app = spawn_app_without_workers().await;
+    let vectors = VectorStore::default();
+    let start = chrono::Utc::now() - chrono::Duration::days(30);
+    let titles: Vec<String> = (0..=NEAREST_AMONG)
+        .map(|n| match n {
+            0 => "checkout-api disk full".to_owned(),
+            1 => "checkout-api disk almost full".to_owned(),
+            n => format!("unrelated alert number {n}"),
+        })
+        .collect();
+    let embedded: Vec<Vec<f32>> = titles.iter().map(|title| vectors.embed(title)).collect();
+    let ids: Vec<String> = (0..titles.len()).map(|n| format!("entry-{n}")).collect();
+    let entries: Vec<EmbeddingEntry> = (0..titles.len())
+        .map(|n| EmbeddingEntry {
+            owner_id: &ids[n],
+            user_id: "neighbour",
+            content: &titles[n],
+            vector: &embedded[n],
+            created_at: start + chrono::Duration::seconds(n as i64),
+        })
+        .collect();
+    vectors.upsert_many(&app.db, INCIDENT, &entries).await.unwrap();
+
+    let nearest = vectors
+        .nearest(&app.db, "neighbour", INCIDENT, "checkout-api disk full", 2)
+        .await
+        .unwrap();
+    let found: Vec<&str> = nearest.iter().map(|neighbor| neighbor.owner_id.as_str()).collect();
+    assert_eq!(found[0], "entry-1", "the most similar of the recent entries");
+    assert!(
+        !found.contains(&"entry-0"),
+        "the oldest entry, one past the most recent {NEAREST_AMONG}, is not compared: {found:?}"
+    );
+}

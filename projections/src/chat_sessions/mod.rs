@@ -158,11 +158,25 @@ pub struct ChatSessionRow {
 const COLUMNS: &str = "id, user_id, title, messages, ui_state, status, is_active, incident_id, message_count, \
                        created_at, updated_at, version";
 
-/// The user's active sessions, most recently updated first.
-pub async fn list_active(db: &PgPool, user_id: &str) -> sqlx::Result<Vec<ChatSessionRow>> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM chat_sessions WHERE user_id = $1 AND is_active ORDER BY updated_at DESC, id"
-    ))
+/// A session as the list shows it: all but its messages, whose count is a column of its own.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct ChatSessionSummaryRow {
+    pub id: Uuid,
+    pub title: String,
+    pub ui_state: Json<Value>,
+    pub status: String,
+    pub message_count: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The user's active sessions, most recently updated first. Their messages are not read: a list
+/// of 150 sessions of 1,000 messages each took 139 ms to read them all for their counts alone.
+pub async fn list_active(db: &PgPool, user_id: &str) -> sqlx::Result<Vec<ChatSessionSummaryRow>> {
+    sqlx::query_as(
+        "SELECT id, title, ui_state, status, message_count, created_at, updated_at FROM chat_sessions
+         WHERE user_id = $1 AND is_active ORDER BY updated_at DESC, id",
+    )
     .bind(user_id)
     .fetch_all(db)
     .await
