@@ -30,7 +30,24 @@ pub fn pool(config: &Config, application_name: &str) -> anyhow::Result<PgPool> {
     Ok(PgPoolOptions::new()
         .max_connections(config.database_max_connections)
         .acquire_timeout(Duration::from_secs(5))
+        .after_release(|conn, _| Box::pin(outside_any_transaction(conn)))
         .connect_lazy_with(options))
+}
+
+/// Whether a connection coming back to the pool is outside any transaction; one still inside one
+/// is closed rather than lent to the next borrower, whose statements would run in it. sqlx 0.8
+/// returns such a connection when a future is dropped while its `BEGIN` is in flight (a request
+/// past its timeout, a client gone: sqlx issue #4393, fixed upstream after 0.8.6, and seen here in
+/// a scale audit as PostgreSQL's "there is already a transaction in progress"). Its own count of
+/// open transactions is then zero, so the check asks the server: the first command of a
+/// transaction, as this one is outside any, sees `now()` equal to `statement_timestamp()`. Sent
+/// as a simple query, whose one command is exactly that.
+async fn outside_any_transaction(conn: &mut sqlx::PgConnection) -> sqlx::Result<bool> {
+    use sqlx::{Executor, Row};
+    let row = conn
+        .fetch_one(sqlx::raw_sql("SELECT now() = statement_timestamp()"))
+        .await?;
+    row.try_get(0)
 }
 
 /// Whether connections to `url` skip TLS: when it names a server on this host (loopback or a

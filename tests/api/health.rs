@@ -161,3 +161,44 @@ async fn chatbot_check_is_unhealthy_when_the_socket_does_not_answer() {
     assert_eq!(check.status, vigil::health::HealthStatus::Unhealthy);
     assert!(check.error.unwrap().contains("no answer"));
 }
+
+/// A pooled connection given back inside a transaction (a `BEGIN` whose future was dropped, or
+/// one sent as raw SQL: sqlx counts neither) is closed, not lent to the next borrower, whose
+/// statements would run in it and commit or lose with it.
+#[tokio::test]
+async fn a_connection_given_back_inside_a_transaction_is_not_lent_again() {
+    use sqlx::{Executor, Row};
+    let app = spawn_app().await;
+    let mut config = (*app.state.config).clone();
+    config.database_max_connections = 1;
+    let pool = vigil::db::pool(&config, vigil::db::SERVICE_APPLICATION_NAME).unwrap();
+    let backend = |row: sqlx::postgres::PgRow| row.get::<i32, _>(0);
+
+    let mut conn = pool.acquire().await.unwrap();
+    let first = backend(conn.fetch_one("SELECT pg_backend_pid()").await.unwrap());
+    drop(conn);
+    let mut conn = pool.acquire().await.unwrap();
+    let idle = backend(conn.fetch_one("SELECT pg_backend_pid()").await.unwrap());
+    assert_eq!(idle, first, "a connection outside any transaction is lent again");
+    drop(conn);
+    let mut committed = pool.begin().await.unwrap();
+    committed.execute("SELECT 1").await.unwrap();
+    committed.commit().await.unwrap();
+    let rolled_back = pool.begin().await.unwrap();
+    drop(rolled_back);
+    let mut conn = pool.acquire().await.unwrap();
+    let after_transactions = backend(conn.fetch_one("SELECT pg_backend_pid()").await.unwrap());
+    assert_eq!(after_transactions, first, "so is one whose transactions ended");
+
+    conn.execute(sqlx::raw_sql("BEGIN")).await.unwrap();
+    drop(conn);
+    let mut conn = pool.acquire().await.unwrap();
+    let next = backend(conn.fetch_one("SELECT pg_backend_pid()").await.unwrap());
+    assert_ne!(next, first, "the connection left inside a transaction was closed");
+    let outside: bool = conn
+        .fetch_one(sqlx::raw_sql("SELECT now() = statement_timestamp()"))
+        .await
+        .unwrap()
+        .get(0);
+    assert!(outside, "the new one is outside any transaction");
+}
