@@ -45,11 +45,7 @@ pub enum AppError {
 /// A caller's value as an error message quotes it: at most 40 characters, then `…`, so that a
 /// megabyte sent as a status is not sent back (nor logged) whole.
 pub fn excerpt(value: &str) -> String {
-    const MAX_CHARS: usize = 40;
-    match value.char_indices().nth(MAX_CHARS) {
-        Some((cut, _)) => format!("{}…", &value[..cut]),
-        None => value.to_owned(),
-    }
+    crate::text::shortened(value, 40)
 }
 
 /// Seconds a client is asked to wait before retrying a 503.

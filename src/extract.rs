@@ -45,10 +45,7 @@ where
     type Rejection = AppError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match non_empty_body(req, state).await? {
-            Some(body) => body.parse_any().map(JsonDocument),
-            None => Err(AppError::bad_request("missing_body", "a JSON request body is required")),
-        }
+        required_body(req, state).await?.parse_any().map(JsonDocument)
     }
 }
 
@@ -67,16 +64,13 @@ where
     type Rejection = AppError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let Some(body) = non_empty_body(req, state).await? else {
-            return Err(AppError::bad_request("missing_body", "a JSON request body is required"));
-        };
-        let document = body.parse_any()?;
-        // It parsed, so it is UTF-8 (`parse_json` refuses anything else).
-        let cleaned = without_nul_escapes(without_byte_order_mark(&body.bytes));
-        let text = String::from_utf8_lossy(cleaned.trim_ascii());
+        let body = required_body(req, state).await?;
+        // Cleaned once, then both parsed and kept.
+        let text = body.explained(json_text(&body.bytes))?;
+        let document = body.explained(parse_json_text(&text))?;
         Ok(Self {
             document,
-            text: text.into(),
+            text: text.trim_ascii().into(),
         })
     }
 }
@@ -140,6 +134,13 @@ impl Body {
     }
 }
 
+/// The request body, which must not be empty.
+async fn required_body<S: Send + Sync>(req: Request, state: &S) -> Result<Body, AppError> {
+    non_empty_body(req, state)
+        .await?
+        .ok_or_else(|| AppError::bad_request("missing_body", "a JSON request body is required"))
+}
+
 /// The request body, or `None` when it is empty or only whitespace. A compressed body is refused
 /// saying so (400, as every body the API cannot read; the spec lists no 415), rather than read as
 /// malformed JSON.
@@ -185,16 +186,25 @@ fn json_kind(value: &serde_json::Value) -> &'static str {
 /// was there: it may be a password or a secret sent as the wrong type). NUL characters in its
 /// strings are dropped (see [`without_nul_escapes`]).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
-    let bytes = without_nul_escapes(without_byte_order_mark(bytes));
-    // serde_json checks the encoding only of the strings it reads: bytes that are not UTF-8 in a
-    // field the type ignores would pass, where the same bytes in a field it reads are refused.
-    if std::str::from_utf8(&bytes).is_err() {
-        return Err(AppError::bad_request(
-            "invalid_json",
-            "malformed JSON: the body is not UTF-8",
-        ));
+    parse_json_text(&json_text(bytes)?)
+}
+
+/// A body's JSON text: without a byte order mark or NUL escapes, and UTF-8 throughout. serde_json
+/// checks the encoding only of the strings it reads, so bytes that are not UTF-8 in a field the
+/// type ignores would pass, where the same bytes in a field it reads are refused.
+fn json_text(bytes: &[u8]) -> Result<Cow<'_, str>, AppError> {
+    let not_utf8 = |_| AppError::bad_request("invalid_json", "malformed JSON: the body is not UTF-8");
+    match without_nul_escapes(without_byte_order_mark(bytes)) {
+        Cow::Borrowed(bytes) => std::str::from_utf8(bytes).map(Cow::Borrowed).map_err(not_utf8),
+        Cow::Owned(bytes) => String::from_utf8(bytes)
+            .map(Cow::Owned)
+            .map_err(|error| not_utf8(error.utf8_error())),
     }
-    let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
+}
+
+/// [`parse_json`] of text already cleaned by [`json_text`].
+fn parse_json_text<T: DeserializeOwned>(text: &str) -> Result<T, AppError> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner();

@@ -21,6 +21,7 @@ pub mod orchestration;
 pub mod rate_limit;
 pub mod state;
 pub mod telemetry;
+pub mod text;
 pub mod users;
 pub mod vector_store;
 pub mod ws;

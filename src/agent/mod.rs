@@ -33,6 +33,7 @@ use crate::{
     analysis::model::Call,
     event_store::{execute, Actor},
     state::AppState,
+    text::shortened,
     ws::protocol::{ChatQuery, Mode, ServerMessage, Severity, ToolCallStatus},
 };
 
@@ -340,7 +341,7 @@ impl Turn<'_> {
             self.say(&format!(
                 "Ran {} directly.\n\n{}",
                 direct.tool_name,
-                short(&output, 2_000)
+                shortened(&output, 2_000)
             ));
             return Ok(());
         }
@@ -401,7 +402,7 @@ impl Turn<'_> {
                 let output = self.run_tool(&call.id, &call.name, &input).await;
                 messages.push(ChatMessage::tool_result(
                     &call.id,
-                    short(&output, MAX_TOOL_RESULT_CHARS),
+                    shortened(&output, MAX_TOOL_RESULT_CHARS),
                 ));
             }
         }
@@ -576,7 +577,7 @@ impl Turn<'_> {
             self.say(&format!(
                 "None of your incidents matches \"{}\". Ask about a service or an alert title, or configure \
                  LLM_BASE_URL for full answers.",
-                short(question, 80)
+                shortened(question, 80)
             ));
             return;
         }
@@ -616,11 +617,4 @@ fn describe_incident(incident: &Value) -> String {
         text("started_at"),
         incident["correlated_alert_count"].as_i64().unwrap_or(0),
     )
-}
-
-fn short(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
 }

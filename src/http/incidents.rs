@@ -473,32 +473,29 @@ struct IncidentPatch {
     active_tab: Option<PatchedTab>,
 }
 
-#[derive(utoipa::ToSchema)]
-#[schema(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum PatchedStatus {
-    Investigating,
-    Analyzed,
-    Merged,
-    Resolved,
+/// String schemas whose values are the domain's wire names (`NAMES`), so that the document and
+/// the PATCH validation cannot drift apart.
+macro_rules! wire_names_schemas {
+    ($($schema:ident => $names:expr),+ $(,)?) => {$(
+        struct $schema;
+
+        impl utoipa::PartialSchema for $schema {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some($names.iter().copied()))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $schema {}
+    )+};
 }
 
-#[derive(utoipa::ToSchema)]
-#[schema(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum PatchedAuroraStatus {
-    Idle,
-    Running,
-    Complete,
-    Error,
-}
-
-#[derive(utoipa::ToSchema)]
-#[schema(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum PatchedTab {
-    Thoughts,
-    Chat,
+wire_names_schemas! {
+    PatchedStatus => IncidentStatus::NAMES,
+    PatchedAuroraStatus => AnalysisStatus::NAMES,
+    PatchedTab => ActiveTab::NAMES,
 }
 
 /// Change status, auroraStatus, summary (at most 10,000 characters) or activeTab. Setting

@@ -14,6 +14,7 @@ use crate::{
     error::{AppError, ErrorBody},
     extract::JsonBody,
     state::AppState,
+    text::shortened,
     users::{self, User},
 };
 
@@ -72,15 +73,6 @@ impl From<User> for UserResponse {
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct MessageResponse {
     message: String,
-}
-
-/// At most `max_bytes` of `text`, cut at a character boundary.
-fn prefix(text: &str, max_bytes: usize) -> &str {
-    let mut end = text.len().min(max_bytes);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 fn valid_email(raw: &str) -> Result<String, AppError> {
@@ -142,7 +134,7 @@ async fn login(
     let Some(user) = user.filter(|_| matches) else {
         // Debug formatting escapes what the caller typed (a newline would forge a log line), and
         // the line is bounded whatever the body's size.
-        tracing::warn!(email = ?prefix(email, MAX_FIELD_LEN), "failed login");
+        tracing::warn!(email = ?shortened(email, MAX_FIELD_LEN), "failed login");
         return Err(AppError::Unauthorized("invalid email or password".into()));
     };
     let cookie = state.login_sessions.open(&user.id).await?;

@@ -16,7 +16,7 @@ pub async fn user_with_incident(app: &TestApp, source: &str, path: &str) -> (Str
     (user, incident)
 }
 
-async fn detail(app: &TestApp, user: &str, id: &str) -> Value {
+pub async fn detail(app: &TestApp, user: &str, id: &str) -> Value {
     let response = app
         .send_as(user, Method::GET, &format!("/api/incidents/{id}"), None)
         .await;

@@ -4,7 +4,10 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_error, spawn_app, spawn_app_with, spawn_app_without_workers, TestApp};
+use crate::{
+    helpers::{assert_error, spawn_app, spawn_app_with, spawn_app_without_workers, TestApp},
+    incidents::detail,
+};
 
 pub const SOURCES: [(&str, &str); 9] = [
     ("source_a", "/api/source_a/alerts"),
@@ -19,11 +22,16 @@ pub const SOURCES: [(&str, &str); 9] = [
 ];
 
 pub fn fixture(source: &str, name: &str) -> Value {
+    serde_json::from_str(&fixture_text(source, name)).unwrap()
+}
+
+/// A fixture's file as it is written.
+fn fixture_text(source: &str, name: &str) -> String {
     let path = format!(
         "{}/tests/fixtures/alerts/{source}/{name}.json",
         env!("CARGO_MANIFEST_DIR")
     );
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    std::fs::read_to_string(&path).unwrap()
 }
 
 pub async fn post_alert(app: &TestApp, user: &str, path: &str, body: &Value) -> Value {
@@ -89,13 +97,8 @@ async fn every_source_opens_correlates_and_recovers() {
             "{source}"
         );
 
-        let detail: Value = app
-            .send_as(&user, Method::GET, &format!("/api/incidents/{incident_id}"), None)
-            .await
-            .json()
-            .await
-            .unwrap();
-        let correlated = detail["incident"]["correlatedAlerts"].as_array().unwrap();
+        let detail = detail(&app, &user, &incident_id).await;
+        let correlated = detail["correlatedAlerts"].as_array().unwrap();
         assert_eq!(correlated.len(), 1, "{source}");
         let details = &correlated[0]["correlationDetails"];
         for sub_score in ["service_match", "time_window", "semantic"] {
@@ -106,7 +109,7 @@ async fn every_source_opens_correlates_and_recovers() {
         }
         let score = correlated[0]["correlationScore"].as_f64().unwrap();
         assert!((0.6..=1.0).contains(&score), "{source}: score {score}");
-        let raw = detail["incident"]["alert"]["rawPayload"].as_str().unwrap();
+        let raw = detail["alert"]["rawPayload"].as_str().unwrap();
         assert!(
             serde_json::from_str::<Value>(raw).is_ok(),
             "{source}: rawPayload is the JSON payload as a string"
@@ -121,12 +124,7 @@ async fn the_raw_payload_is_the_text_as_posted() {
     let app = spawn_app().await;
     for (source, path) in SOURCES {
         let user = app.new_user().await.id;
-        let file = format!(
-            "{}/tests/fixtures/alerts/{source}/firing.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let text = std::fs::read_to_string(&file).unwrap();
-        let text = text.replacen('{', r#"{"zz_sent_first": 1e3, "#, 1);
+        let text = fixture_text(source, "firing").replacen('{', r#"{"zz_sent_first": 1e3, "#, 1);
         let response = app
             .client
             .post(app.url(path))
@@ -139,14 +137,8 @@ async fn the_raw_payload_is_the_text_as_posted() {
         assert_eq!(response.status(), 202, "{source}");
         let placed: Value = response.json().await.unwrap();
         let incident_id = placed["alerts"][0]["incident_id"].as_str().unwrap();
-        let detail: Value = app
-            .send_as(&user, Method::GET, &format!("/api/incidents/{incident_id}"), None)
-            .await
-            .json()
-            .await
-            .unwrap();
         assert_eq!(
-            detail["incident"]["alert"]["rawPayload"].as_str(),
+            detail(&app, &user, incident_id).await["alert"]["rawPayload"].as_str(),
             Some(text.trim()),
             "{source}"
         );

@@ -8,6 +8,7 @@ use vigil_llm::fake::{FakeOpenAi, Reply};
 
 use crate::{
     helpers::{eventually, spawn_app, spawn_app_with, TestApp},
+    incidents::detail,
     ingestion::{fixture, post_alert},
 };
 
@@ -336,13 +337,7 @@ async fn an_analysis_whose_session_the_user_deletes_meanwhile_still_completes() 
     let user = app.new_user().await.id;
     let placed = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
     let id = placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
-    let incident = || async {
-        let response = app
-            .send_as(&user, Method::GET, &format!("/api/incidents/{id}"), None)
-            .await;
-        assert_eq!(response.status(), 200);
-        response.json::<Value>().await.unwrap()["incident"].clone()
-    };
+    let incident = || detail(&app, &user, &id);
     let session_id = eventually("the analysis to run with its session", || async {
         let incident = incident().await;
         let running = incident["auroraStatus"] == "running";

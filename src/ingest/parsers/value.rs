@@ -372,16 +372,10 @@ fn wrong_type(field: String, expected: &'static str, found: &Value) -> ParseErro
 
 /// A value of an acceptable JSON type that still does not read as what the field must be (`"abc"` for a number).
 fn invalid_value(field: String, expected: &'static str, found: &Value) -> ParseError {
-    const SHOWN_CHARS: usize = 40;
-    let text = found.to_string();
-    let mut shown: String = text.chars().take(SHOWN_CHARS).collect();
-    if shown.len() < text.len() {
-        shown.push('…');
-    }
     ParseError::InvalidValue {
         field,
         expected,
-        found: shown,
+        found: crate::text::shortened(&found.to_string(), 40),
     }
 }
 
