@@ -596,6 +596,64 @@ async fn delete_removes_the_session_storage_folder() {
     assert!(!folder.exists(), "storage folder removed");
 }
 
+/// A client re-sends the whole conversation after each message; the store keeps only what
+/// changed, and the session reads back exactly as sent each time.
+#[tokio::test]
+async fn put_records_only_the_messages_that_changed() {
+    let app = spawn_app().await;
+    let user = alice(&app).await;
+    let question = json!({ "sender": "user", "text": "Why is checkout slow?", "id": "m1" });
+    let session = app.create_session(&user, &json!({ "messages": [question] })).await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    let path = format!("/chat_api/sessions/{id}");
+    let long_answer = "Traces show the payment call waiting on a lock. ".repeat(200);
+    let conversations = [
+        json!([question, { "sender": "assistant", "text": long_answer }]),
+        json!([question, { "sender": "assistant", "text": long_answer }, { "sender": "user", "text": "And payments?" }]),
+        json!([question, { "sender": "assistant", "text": "Edited answer" }, { "sender": "user", "text": "And payments?" }]),
+        json!([question]),
+        json!([]),
+    ];
+    for messages in &conversations {
+        let response = app
+            .send_as(&user, Method::PUT, &path, Some(&json!({ "messages": messages })))
+            .await;
+        assert_eq!(response.status(), 200);
+        let read: Value = app.send_as(&user, Method::GET, &path, None).await.json().await.unwrap();
+        assert_eq!(&read["messages"], messages);
+    }
+    let recorded: Vec<(String, Value)> = sqlx::query_as(
+        "SELECT event_type, payload::jsonb FROM events
+         WHERE aggregate_type = 'ChatSession' AND aggregate_id = $1 AND sequence > 1 ORDER BY sequence",
+    )
+    .bind(&id)
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    let revisions: Vec<(u64, usize)> = recorded
+        .iter()
+        .map(|(event_type, payload)| {
+            assert_eq!(event_type, "MessagesRevised");
+            let revised = &payload["MessagesRevised"];
+            (
+                revised["from"].as_u64().unwrap(),
+                revised["messages"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        revisions,
+        [(1, 1), (2, 1), (1, 2), (1, 0), (0, 0)],
+        "(from, messages recorded) per PUT"
+    );
+    let count: i32 = sqlx::query_scalar("SELECT message_count FROM chat_sessions WHERE id = $1::uuid")
+        .bind(&id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+}
+
 #[tokio::test]
 async fn concurrent_puts_lose_no_update() {
     let app = spawn_app().await;

@@ -101,10 +101,14 @@ async fn replay_rebuilds_the_table_row_for_row() {
         let update = json!({ "ui_state": { "selectedProviders": ["cloud_a"] }, "messages": [{ "sender": "user", "text": "edited" }] });
         app.send_as(user, Method::PUT, &path, Some(&update)).await;
         if n == 0 {
-            // Every other kind of event: touched, renamed, message appended, status changed.
+            // Every other kind of event: touched, renamed, messages revised past the first, message
+            // appended, status changed.
             app.send_as(user, Method::PUT, &path, Some(&json!({}))).await;
             app.send_as(user, Method::PUT, &path, Some(&json!({ "title": "renamed" })))
                 .await;
+            let grown =
+                json!({ "messages": [{ "sender": "user", "text": "edited" }, { "sender": "user", "text": "more" }] });
+            app.send_as(user, Method::PUT, &path, Some(&grown)).await;
             let id = session["id"].as_str().unwrap();
             let append = ChatSessionCommand::AppendMessage {
                 user_id: user.clone(),
@@ -129,14 +133,14 @@ async fn replay_rebuilds_the_table_row_for_row() {
     let live = all_rows(&app.db).await.unwrap();
     assert_eq!(live.len(), 3);
     let versions: Vec<i64> = live.iter().map(|row| row.version).collect();
-    let expected_versions = [7, 4, 3];
+    let expected_versions = [8, 4, 3];
     let mut sorted = versions.clone();
     sorted.sort_unstable_by(|a, b| b.cmp(a));
     assert_eq!(sorted, expected_versions, "the live table is current with every event");
 
     let rebuilt = app.state.events.replay(&app.db, Some("chat_sessions")).await.unwrap();
-    // 3 created, 3 × (messages replaced + ui state changed), 4 more on the first, 1 deleted.
-    assert_eq!(rebuilt, [("chat_sessions", 14)]);
+    // 3 created, 3 × (messages revised + ui state changed), 5 more on the first, 1 deleted.
+    assert_eq!(rebuilt, [("chat_sessions", 15)]);
     assert_eq!(all_rows(&app.db).await.unwrap(), live);
 
     assert!(app

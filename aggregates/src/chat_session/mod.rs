@@ -133,7 +133,18 @@ pub enum ChatSessionEvent {
         title: String,
         at: DateTime<Utc>,
     },
+    /// The whole conversation replaced. No longer decided (a PUT records [`Self::MessagesRevised`]);
+    /// kept so that sessions recorded with it still load and replay.
     MessagesReplaced {
+        messages: Vec<Message>,
+        at: DateTime<Utc>,
+    },
+    /// The messages from position `from` on are replaced by `messages`: a PUT records only what
+    /// differs from the conversation it found. A client re-sends the whole conversation after
+    /// every message, so recording it whole made a session's history grow with the square of
+    /// its length, and every later command replay all of it.
+    MessagesRevised {
+        from: usize,
         messages: Vec<Message>,
         at: DateTime<Utc>,
     },
@@ -164,6 +175,7 @@ impl ChatSessionEvent {
             Self::ChatSessionCreated { at, .. }
             | Self::TitleChanged { at, .. }
             | Self::MessagesReplaced { at, .. }
+            | Self::MessagesRevised { at, .. }
             | Self::MessageAppended { at, .. }
             | Self::UiStateChanged { at, .. }
             | Self::ChatSessionTouched { at }
@@ -179,6 +191,7 @@ impl DomainEvent for ChatSessionEvent {
             Self::ChatSessionCreated { .. } => "ChatSessionCreated",
             Self::TitleChanged { .. } => "TitleChanged",
             Self::MessagesReplaced { .. } => "MessagesReplaced",
+            Self::MessagesRevised { .. } => "MessagesRevised",
             Self::MessageAppended { .. } => "MessageAppended",
             Self::UiStateChanged { .. } => "UiStateChanged",
             Self::ChatSessionTouched { .. } => "ChatSessionTouched",
@@ -287,8 +300,17 @@ impl ChatSession {
                 if let Some(title) = new_title.filter(|title| *title != session.title) {
                     events.push(E::TitleChanged { title, at });
                 }
-                if let Some(messages) = messages {
-                    events.push(E::MessagesReplaced { messages, at });
+                if let Some(mut messages) = messages {
+                    let from = session
+                        .messages
+                        .iter()
+                        .zip(&messages)
+                        .take_while(|(kept, sent)| kept == sent)
+                        .count();
+                    if from < session.messages.len().max(messages.len()) {
+                        messages.drain(..from);
+                        events.push(E::MessagesRevised { from, messages, at });
+                    }
                 }
                 if let Some(ui_state) = ui_state {
                     events.push(E::UiStateChanged { ui_state, at });
@@ -425,6 +447,10 @@ impl Aggregate for ChatSession {
             }
             E::TitleChanged { title, .. } => self.title = title,
             E::MessagesReplaced { messages, .. } => self.messages = messages,
+            E::MessagesRevised { from, messages, .. } => {
+                self.messages.truncate(from);
+                self.messages.extend(messages);
+            }
             E::MessageAppended { message, .. } => self.messages.push(message),
             E::UiStateChanged { .. } | E::ChatSessionTouched { .. } => {}
             E::StatusChanged { status, .. } => self.status = status,

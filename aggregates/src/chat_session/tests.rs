@@ -113,12 +113,103 @@ fn update_changes_only_provided_fields() {
             Some(json!({ "selectedMode": "ask" })),
         ))
         .then_expect_events(vec![
-            ChatSessionEvent::MessagesReplaced { messages, at: at(5) },
+            ChatSessionEvent::MessagesRevised {
+                from: 0,
+                messages,
+                at: at(5),
+            },
             ChatSessionEvent::UiStateChanged {
                 ui_state: ui(json!({ "selectedMode": "ask" })),
                 at: at(5),
             },
         ]);
+}
+
+#[test]
+fn update_records_only_the_messages_after_those_it_already_has() {
+    let earlier = vec![Message::user("Why is checkout slow?"), Message::assistant("Looking.")];
+    let mut sent = earlier.clone();
+    sent.push(Message::user("And payments?"));
+    Given::with(())
+        .given(vec![created("Named", earlier)])
+        .when(update(None, Some(sent), None))
+        .then_expect_events(vec![ChatSessionEvent::MessagesRevised {
+            from: 2,
+            messages: vec![Message::user("And payments?")],
+            at: at(5),
+        }]);
+}
+
+#[test]
+fn update_that_edits_a_message_records_it_and_everything_after_it() {
+    let earlier = vec![
+        Message::user("Why is checkout slow?"),
+        Message::assistant("Look"),
+        Message::user("Thanks"),
+    ];
+    let sent = vec![
+        Message::user("Why is checkout slow?"),
+        Message::assistant("Looking at the traces."),
+        Message::user("Thanks"),
+    ];
+    Given::with(())
+        .given(vec![created("Named", earlier)])
+        .when(update(None, Some(sent), None))
+        .then_expect_events(vec![ChatSessionEvent::MessagesRevised {
+            from: 1,
+            messages: vec![Message::assistant("Looking at the traces."), Message::user("Thanks")],
+            at: at(5),
+        }]);
+}
+
+#[test]
+fn update_with_fewer_messages_drops_the_rest() {
+    let earlier = vec![Message::user("one"), Message::assistant("two")];
+    Given::with(())
+        .given(vec![created("Named", earlier)])
+        .when(update(None, Some(vec![Message::user("one")]), None))
+        .then_expect_events(vec![ChatSessionEvent::MessagesRevised {
+            from: 1,
+            messages: vec![],
+            at: at(5),
+        }]);
+}
+
+#[test]
+fn update_with_the_same_messages_only_touches_the_session() {
+    let earlier = vec![Message::user("one"), Message::assistant("two")];
+    Given::with(())
+        .given(vec![created("Named", earlier.clone())])
+        .when(update(None, Some(earlier), None))
+        .then_expect_events(vec![ChatSessionEvent::ChatSessionTouched { at: at(5) }]);
+}
+
+#[test]
+fn revisions_apply_on_top_of_the_conversation_so_far() {
+    let mut session = ChatSession::default();
+    for event in [
+        created("Named", vec![Message::user("one"), Message::assistant("tw")]),
+        ChatSessionEvent::MessagesRevised {
+            from: 1,
+            messages: vec![Message::assistant("two"), Message::user("three")],
+            at: at(5),
+        },
+        ChatSessionEvent::MessagesReplaced {
+            messages: vec![Message::user("four")],
+            at: at(6),
+        },
+        ChatSessionEvent::MessagesRevised {
+            from: 1,
+            messages: vec![Message::assistant("five")],
+            at: at(7),
+        },
+    ] {
+        session.apply(event);
+    }
+    assert_eq!(
+        session.messages,
+        vec![Message::user("four"), Message::assistant("five")]
+    );
 }
 
 #[test]
@@ -143,7 +234,11 @@ fn update_of_a_new_chat_without_title_generates_it_from_the_messages() {
                 title: "Pods in payments keep restarting".into(),
                 at: at(5),
             },
-            ChatSessionEvent::MessagesReplaced { messages, at: at(5) },
+            ChatSessionEvent::MessagesRevised {
+                from: 0,
+                messages,
+                at: at(5),
+            },
         ]);
 }
 

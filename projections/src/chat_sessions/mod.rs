@@ -83,6 +83,21 @@ impl ReadModel<ChatSession> for ChatSessionsReadModel {
                     .execute(conn)
                     .await?;
             }
+            E::MessagesRevised { from, messages, .. } => {
+                sqlx::query(&update(
+                    "messages = CASE WHEN $4 = 0 THEN '[]'::jsonb
+                                     ELSE jsonb_path_query_array(messages, '$[0 to $last]',
+                                                                 jsonb_build_object('last', $4 - 1)) END || $5,
+                     message_count = $4 + jsonb_array_length($5)",
+                ))
+                .bind(id)
+                .bind(at)
+                .bind(version)
+                .bind(*from as i64)
+                .bind(Json(messages))
+                .execute(conn)
+                .await?;
+            }
             E::MessageAppended { message, .. } => {
                 sqlx::query(&update(
                     "messages = messages || jsonb_build_array($4::jsonb), message_count = message_count + 1",
