@@ -7,9 +7,12 @@ use sqlx::PgPool;
 use super::millis;
 use super::model::JobRecord;
 
-/// Claims up to `limit` jobs of `kinds` for `worker_id`, oldest `run_at` first. A running job
-/// whose lease expired is taken over (its lost attempt is recorded as an error) as long as it
-/// has attempts left and nobody asked to cancel it; see [`finish_abandoned`] for the others.
+/// Claims up to `limit` jobs of `kinds` for `worker_id`. Running jobs whose lease expired come
+/// first (taken over, the lost attempt recorded as an error, as long as they have attempts left
+/// and nobody asked to cancel them; see [`finish_abandoned`] for the others). Waiting jobs take
+/// turns by tenant (the user the payload names; migration `jobs_take_turns_by_tenant`): the
+/// tenant with the fewest jobs running goes first, then the one served least recently, and each
+/// tenant's jobs run oldest first. One user's backlog so holds up nobody else's jobs.
 pub(super) async fn claim(
     pool: &PgPool,
     kinds: &[String],
@@ -19,15 +22,53 @@ pub(super) async fn claim(
 ) -> Result<Vec<JobRecord>, sqlx::Error> {
     let mut jobs: Vec<JobRecord> = sqlx::query_as(
         r#"
-        WITH claimable AS MATERIALIZED (
-            SELECT id
-            FROM jobs
-            WHERE kind = ANY($1)
-              AND ((state IN ('available', 'retryable') AND run_at <= now())
-                OR (state = 'running' AND locked_until < now() AND attempt < max_attempts AND NOT cancel_requested))
-            ORDER BY run_at, id
+        WITH RECURSIVE waiting (tenant) AS (
+            (SELECT tenant FROM jobs
+             WHERE state IN ('available', 'retryable') AND run_at <= now() AND kind = ANY($1)
+             ORDER BY tenant LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.tenant FROM jobs j
+                    WHERE j.state IN ('available', 'retryable') AND j.run_at <= now() AND j.kind = ANY($1)
+                      AND j.tenant > w.tenant
+                    ORDER BY j.tenant LIMIT 1)
+            FROM waiting w
+            WHERE w.tenant IS NOT NULL
+        ), queued AS (
+            SELECT head.id, head.run_at, served.last_claimed_at,
+                   busy.running + row_number() OVER (PARTITION BY w.tenant ORDER BY head.run_at, head.id) AS turn
+            FROM waiting w
+            CROSS JOIN LATERAL (
+                SELECT count(*) AS running FROM jobs r WHERE r.state = 'running' AND r.tenant = w.tenant
+            ) busy
+            LEFT JOIN job_tenants served ON served.tenant = w.tenant
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.run_at FROM jobs j
+                WHERE j.tenant = w.tenant AND j.state IN ('available', 'retryable') AND j.run_at <= now()
+                  AND j.kind = ANY($1)
+                ORDER BY j.run_at, j.id
+                LIMIT $2
+            ) head
+            WHERE w.tenant IS NOT NULL
+            UNION ALL
+            SELECT j.id, j.run_at, NULL, 0
+            FROM jobs j
+            WHERE j.kind = ANY($1) AND j.state = 'running' AND j.locked_until < now()
+              AND j.attempt < j.max_attempts AND NOT j.cancel_requested
+        ), claimable AS MATERIALIZED (
+            SELECT jobs.id, jobs.tenant
+            FROM queued JOIN jobs ON jobs.id = queued.id
+            -- Checked again on the row as locked: another worker may have claimed it meanwhile.
+            WHERE (jobs.state IN ('available', 'retryable') AND jobs.run_at <= now())
+               OR (jobs.state = 'running' AND jobs.locked_until < now() AND jobs.attempt < jobs.max_attempts
+                   AND NOT jobs.cancel_requested)
+            ORDER BY queued.turn, queued.last_claimed_at NULLS FIRST, queued.run_at, queued.id
             LIMIT $2
-            FOR UPDATE SKIP LOCKED
+            FOR UPDATE OF jobs SKIP LOCKED
+        ), served AS (
+            -- In one order, so that two claims of the same tenants never wait on each other in turn.
+            INSERT INTO job_tenants (tenant, last_claimed_at)
+            SELECT tenant, now() FROM (SELECT DISTINCT tenant FROM claimable) claimed ORDER BY tenant
+            ON CONFLICT (tenant) DO UPDATE SET last_claimed_at = EXCLUDED.last_claimed_at
         )
         UPDATE jobs
         SET state        = 'running',

@@ -931,6 +931,51 @@ async fn two_workers_process_200_jobs_exactly_once() {
     );
 }
 
+/// One tenant's backlog does not hold up the others: with one worker slot, queued jobs take
+/// turns by the user their payload names (least recently served first), each user's oldest
+/// first; jobs that name no user share one turn of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_jobs_take_turns_by_tenant() {
+    let db = TestDb::new().await;
+    let mut enqueued = Vec::new();
+    for (user, jobs) in [(Some("storm"), 6), (Some("bob"), 2), (Some("carol"), 1), (None, 1)] {
+        for _ in 0..jobs {
+            let mut payload = json!({ "mode": "sleep", "ms": 5 });
+            if let Some(user) = user {
+                payload["user_id"] = json!(user);
+            }
+            let id = enqueue_new(&db.pool, NewJob::new("controlled", payload)).await;
+            enqueued.push((id, user.unwrap_or("no one")));
+        }
+    }
+    let owner = |id: i64| enqueued.iter().find(|(job, _)| *job == id).unwrap().1;
+    let (handler, mut probe) = controlled(&db.pool);
+    let config = WorkerConfig {
+        concurrency: 1,
+        ..fast_config("fair")
+    };
+    let running = RunningWorker::spawn(worker(&db.pool, config).with_handler(handler).unwrap());
+    let mut order = Vec::new();
+    for _ in 0..enqueued.len() {
+        let (id, _) = probe.next_start().await;
+        order.push(owner(id));
+    }
+    running.stop().await;
+    assert_eq!(
+        order,
+        ["storm", "bob", "carol", "no one", "storm", "bob", "storm", "storm", "storm", "storm"],
+        "first come first served would run the storm's six first"
+    );
+    let storm_order: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM jobs WHERE payload ->> 'user_id' = 'storm' ORDER BY heartbeat_at, id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    let mut oldest_first = storm_order.clone();
+    oldest_first.sort_unstable();
+    assert_eq!(storm_order, oldest_first, "a tenant's own jobs run oldest first");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notification_wakes_an_idle_worker_long_before_its_poll() {
     let db = TestDb::new().await;
