@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use axum::{extract::State, http::StatusCode, Json};
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -256,6 +257,9 @@ async fn delete_session(
     }))
 }
 
+/// How many sessions a bulk delete deletes at once (each holds a pooled connection meanwhile).
+const BULK_DELETES_AT_ONCE: usize = 8;
+
 /// Delete every session of the user except `current_session_id`.
 #[utoipa::path(delete, path = "/chat_api/sessions/bulk-delete", tag = "chat sessions", params(BulkDeleteQuery),
     security(("user_id" = []), ("session_cookie" = [])),
@@ -283,9 +287,14 @@ async fn bulk_delete_sessions(
         .partition(|&id| Some(id) == keep);
     // Only a session of the caller's that was there to keep is reported kept.
     let preserved = kept.first().copied();
+    // A few at once: each delete is a command of its own (a read, an append, a projection), and
+    // one after another a user's 20,000 sessions took longer than the request may.
+    let mut deletes = futures::stream::iter(others)
+        .map(|id| delete_one(&state, &user, id))
+        .buffer_unordered(BULK_DELETES_AT_ONCE);
     let mut deleted_count = 0;
-    for id in others {
-        match delete_one(&state, &user, id).await {
+    while let Some(outcome) = deletes.next().await {
+        match outcome {
             Ok(()) => deleted_count += 1,
             // Deleted concurrently by another request: not ours to count.
             Err(AppError::NotFound(_)) => {}

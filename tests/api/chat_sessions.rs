@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 use vigil::event_store::{execute, Actor};
 use vigil_aggregates::chat_session::ChatSessionCommand;
 
-use crate::helpers::{assert_error, spawn_app, TestApp};
+use crate::helpers::{assert_error, spawn_app, spawn_app_with, TestApp};
 
 async fn alice(app: &TestApp) -> String {
     app.new_user().await.id
@@ -453,10 +453,11 @@ async fn other_users_sessions_are_invisible() {
 
 #[tokio::test]
 async fn bulk_delete_keeps_the_current_session() {
-    let app = spawn_app().await;
+    // More sessions than a bulk delete deletes at once.
+    let app = spawn_app_with(|config| config.chat_rate_limit_per_minute = 100).await;
     let user = alice(&app).await;
     let mut ids = Vec::new();
-    for n in 0..3 {
+    for n in 0..20 {
         ids.push(
             app.create_session(&user, &json!({ "title": format!("s{n}") })).await["id"]
                 .as_str()
@@ -468,9 +469,9 @@ async fn bulk_delete_keeps_the_current_session() {
     let response = app.send_as(&user, Method::DELETE, &path, None).await;
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
-    assert_eq!(body["deleted_count"], 2);
+    assert_eq!(body["deleted_count"], 19);
     let message = body["message"].as_str().unwrap();
-    assert!(message.contains('2') && message.contains("preserved"), "{message}");
+    assert!(message.contains("19") && message.contains("preserved"), "{message}");
     let list: Value = app
         .send_as(&user, Method::GET, "/chat_api/sessions", None)
         .await
