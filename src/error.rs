@@ -177,6 +177,12 @@ impl From<sqlx::Error> for AppError {
     }
 }
 
+impl From<vigil_projections::ProjectionError> for AppError {
+    fn from(error: vigil_projections::ProjectionError) -> Self {
+        Self::unexpected(error)
+    }
+}
+
 impl AppError {
     /// A failure the service cannot explain to the caller: 500, unless a database error
     /// anywhere in its chain says the database was out of reach (503, worth a retry).

@@ -3,6 +3,7 @@
 
 use axum::{extract::State, Json};
 use chrono::{DateTime, Utc};
+use futures::TryFutureExt;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -315,8 +316,8 @@ async fn list_incidents(State(state): State<AppState>, user: IncidentUser) -> Re
 }
 
 /// One incident with its suggestions, thoughts (chronological), citations (numeric keys, in key
-/// order), correlated alerts and active chat sessions. With `as_of`, the incident as it stood at
-/// that time (its events up to then, projected afresh).
+/// order), correlated alerts and active chat sessions. With `as_of`, the incident and its chat
+/// sessions as they stood at that time (their events up to then, projected afresh).
 #[utoipa::path(get, path = "/api/incidents/{incident_id}", tag = "incidents", params(("incident_id" = Uuid, Path), AsOfQuery),
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = IncidentDetailResponse),
@@ -345,22 +346,26 @@ async fn get_incident(
             (live, correlated)
         }
         Some(as_of) => read::as_of(db, &user.id, id, as_of)
-            .await
-            .map_err(AppError::unexpected)?
+            .await?
             .ok_or_else(|| AppError::NotFound("the incident did not exist at that time".into()))?,
     };
-    let (payload, mut suggestions, mut thoughts, mut citations, mut chats) = tokio::try_join!(
-        read::opening_payload(db, &user.id, row.source_alert_id),
-        read::suggestions(db, id),
-        read::thoughts(db, id),
-        read::citations(db, id),
-        sessions::active_for_incident(db, &user.id, id),
+    let chats = async {
+        Ok::<_, AppError>(match as_of {
+            None => sessions::active_for_incident(db, &user.id, id).await?,
+            Some(as_of) => sessions::for_incident_as_of(db, &user.id, id, as_of).await?,
+        })
+    };
+    let (payload, mut suggestions, mut thoughts, mut citations, chats) = tokio::try_join!(
+        read::opening_payload(db, &user.id, row.source_alert_id).map_err(AppError::from),
+        read::suggestions(db, id).map_err(AppError::from),
+        read::thoughts(db, id).map_err(AppError::from),
+        read::citations(db, id).map_err(AppError::from),
+        chats,
     )?;
     if let Some(as_of) = as_of {
         suggestions.retain(|s| s.created_at <= as_of);
         thoughts.retain(|t| t.created_at <= as_of);
         citations.retain(|c| c.created_at <= as_of);
-        chats.retain(|c| c.created_at <= as_of);
     }
     let triggered_at = row.started_at;
     let mut incident = IncidentView::from(row);

@@ -3,6 +3,8 @@
 
 use reqwest::Method;
 use serde_json::{json, Value};
+use vigil::event_store::{execute, Actor};
+use vigil_aggregates::chat_session::{ChatSessionCommand, Message};
 
 use crate::{
     helpers::{assert_error, spawn_app_with, spawn_app_without_workers, TestApp},
@@ -451,6 +453,81 @@ async fn event_times_follow_the_sequence_whenever_their_transactions_began() {
         .collect();
     assert_eq!(times.len(), 3);
     assert!(times.is_sorted(), "{times:?}");
+}
+
+/// `as_of` also shows the incident's chat sessions as they stood then: renamed and written to
+/// since, or deleted since (it was there then).
+#[tokio::test]
+async fn as_of_shows_the_chat_sessions_as_they_stood_then() {
+    let app = spawn_app_without_workers().await;
+    let (user, id) = user_with_incident(&app, "source_d", "/api/source_d/webhook").await;
+    let mut sessions = Vec::new();
+    for title in ["Cart latency", "Scratch notes"] {
+        let session_id = uuid::Uuid::new_v4();
+        let create = ChatSessionCommand::Create {
+            session_id,
+            user_id: user.clone(),
+            title: Some(title.into()),
+            messages: vec![Message::user("What broke?")],
+            ui_state: serde_json::Map::new(),
+            incident_id: Some(id.parse().unwrap()),
+            at: chrono::Utc::now(),
+        };
+        execute(
+            &app.state.events.chat_sessions,
+            &session_id.to_string(),
+            create,
+            Actor::User(&user),
+        )
+        .await
+        .unwrap();
+        sessions.push(session_id.to_string());
+    }
+    let then: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT max(recorded_at) FROM events WHERE aggregate_type = 'ChatSession'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let answered = json!({ "title": "Cart cache eviction", "messages": [
+        { "sender": "user", "text": "What broke?" }, { "sender": "assistant", "text": "The cart cache." }] });
+    let path = format!("/chat_api/sessions/{}", sessions[0]);
+    assert_eq!(
+        app.send_as(&user, Method::PUT, &path, Some(&answered)).await.status(),
+        200
+    );
+    let path = format!("/chat_api/sessions/{}", sessions[1]);
+    assert_eq!(app.send_as(&user, Method::DELETE, &path, None).await.status(), 200);
+
+    let titles_and_messages = |incident: &Value| -> Vec<(String, usize)> {
+        incident["chatSessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["title"].as_str().unwrap().to_owned(),
+                    s["messages"].as_array().unwrap().len(),
+                )
+            })
+            .collect()
+    };
+    let now = detail(&app, &user, &id).await;
+    assert_eq!(titles_and_messages(&now), [("Cart cache eviction".to_owned(), 2)]);
+    let as_of = then.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let response = app
+        .send_as(&user, Method::GET, &format!("/api/incidents/{id}?as_of={as_of}"), None)
+        .await;
+    assert_eq!(response.status(), 200);
+    let at_then: Value = response.json().await.unwrap();
+    assert_eq!(
+        titles_and_messages(&at_then["incident"]),
+        [("Cart latency".to_owned(), 1), ("Scratch notes".to_owned(), 1)]
+    );
+    assert_eq!(
+        titles_and_messages(&detail(&app, &user, &id).await),
+        titles_and_messages(&now),
+        "the scratch projection left the live table alone"
+    );
 }
 
 #[tokio::test]

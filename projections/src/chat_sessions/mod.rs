@@ -220,7 +220,11 @@ pub async fn taken_by_another(db: &PgPool, user_id: &str, id: Uuid) -> sqlx::Res
 }
 
 /// The user's active sessions about one incident, oldest first.
-pub async fn active_for_incident(db: &PgPool, user_id: &str, incident_id: Uuid) -> sqlx::Result<Vec<ChatSessionRow>> {
+pub async fn active_for_incident(
+    db: impl sqlx::PgExecutor<'_>,
+    user_id: &str,
+    incident_id: Uuid,
+) -> sqlx::Result<Vec<ChatSessionRow>> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM chat_sessions WHERE user_id = $1 AND incident_id = $2 AND is_active ORDER BY created_at, id"
     ))
@@ -228,6 +232,48 @@ pub async fn active_for_incident(db: &PgPool, user_id: &str, incident_id: Uuid) 
     .bind(incident_id)
     .fetch_all(db)
     .await
+}
+
+/// The user's sessions about one incident as they stood at `as_of` (those active then, oldest
+/// first): their events recorded up to then, applied by this projection to a scratch copy of its
+/// table, as [`crate::incidents::as_of`] does for the incident.
+pub async fn for_incident_as_of(
+    db: &PgPool,
+    user_id: &str,
+    incident_id: Uuid,
+    as_of: DateTime<Utc>,
+) -> Result<Vec<ChatSessionRow>, ProjectionError> {
+    let mut tx = db.begin().await?;
+    // Deleted ones included: a session deleted since was there then.
+    let ids: Vec<String> =
+        sqlx::query_scalar("SELECT id::text FROM chat_sessions WHERE user_id = $1 AND incident_id = $2")
+            .bind(user_id)
+            .bind(incident_id)
+            .fetch_all(&mut *tx)
+            .await?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query("CREATE TEMPORARY TABLE chat_sessions (LIKE public.chat_sessions INCLUDING DEFAULTS) ON COMMIT DROP")
+        .execute(&mut *tx)
+        .await?;
+    let events: Vec<crate::StoredEvent> = sqlx::query_as(&format!(
+        "{} WHERE aggregate_type = 'ChatSession' AND aggregate_id = ANY($1) AND recorded_at <= $2
+         ORDER BY aggregate_id, sequence",
+        crate::StoredEvent::SELECT
+    ))
+    .bind(&ids)
+    .bind(as_of)
+    .fetch_all(&mut *tx)
+    .await?;
+    for event in &events {
+        ChatSessionsReadModel
+            .apply(&mut tx, &event.envelope::<ChatSession>()?)
+            .await?;
+    }
+    let sessions = active_for_incident(&mut *tx, user_id, incident_id).await?;
+    tx.rollback().await?;
+    Ok(sessions)
 }
 
 /// Ids of the user's active sessions.
