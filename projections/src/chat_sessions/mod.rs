@@ -243,17 +243,17 @@ pub async fn for_incident_as_of(
     incident_id: Uuid,
     as_of: DateTime<Utc>,
 ) -> Result<Vec<ChatSessionRow>, ProjectionError> {
-    let mut tx = db.begin().await?;
     // Deleted ones included: a session deleted since was there then.
     let ids: Vec<String> =
         sqlx::query_scalar("SELECT id::text FROM chat_sessions WHERE user_id = $1 AND incident_id = $2")
             .bind(user_id)
             .bind(incident_id)
-            .fetch_all(&mut *tx)
+            .fetch_all(db)
             .await?;
     if ids.is_empty() {
         return Ok(Vec::new());
     }
+    let mut tx = db.begin().await?;
     sqlx::query("CREATE TEMPORARY TABLE chat_sessions (LIKE public.chat_sessions INCLUDING DEFAULTS) ON COMMIT DROP")
         .execute(&mut *tx)
         .await?;
