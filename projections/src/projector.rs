@@ -313,6 +313,38 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
     }
 }
 
+/// Applies `read_model` to the events of `aggregate_ids` recorded up to `as_of`, on an empty
+/// scratch copy of its table `table`: a temporary table of that name shadows the real one until
+/// the caller's transaction `tx` ends. The caller reads the rows as they stood then from it, and
+/// rolls back; the rules that fold them are the live projection's own.
+pub(crate) async fn project_as_of<A: Aggregate, R: ReadModel<A>>(
+    tx: &mut PgConnection,
+    read_model: &R,
+    table: &str,
+    aggregate_ids: &[String],
+    as_of: chrono::DateTime<chrono::Utc>,
+) -> Result<(), ProjectionError> {
+    sqlx::query(&format!(
+        "CREATE TEMPORARY TABLE {table} (LIKE public.{table} INCLUDING DEFAULTS) ON COMMIT DROP"
+    ))
+    .execute(&mut *tx)
+    .await?;
+    let events: Vec<StoredEvent> = sqlx::query_as(&format!(
+        "{} WHERE aggregate_type = $1 AND aggregate_id = ANY($2) AND recorded_at <= $3
+         ORDER BY aggregate_id, sequence",
+        StoredEvent::SELECT
+    ))
+    .bind(A::TYPE)
+    .bind(aggregate_ids)
+    .bind(as_of)
+    .fetch_all(&mut *tx)
+    .await?;
+    for event in &events {
+        read_model.apply(tx, &event.envelope::<A>()?).await?;
+    }
+    Ok(())
+}
+
 /// Every event of one aggregate, oldest first, read on the caller's connection (inside its
 /// transaction, for a writer that decides from them).
 pub async fn load_all<A: Aggregate>(

@@ -235,8 +235,7 @@ pub async fn active_for_incident(
 }
 
 /// The user's sessions about one incident as they stood at `as_of` (those active then, oldest
-/// first): their events recorded up to then, applied by this projection to a scratch copy of its
-/// table, as [`crate::incidents::as_of`] does for the incident.
+/// first), as [`crate::incidents::as_of`] shows the incident.
 pub async fn for_incident_as_of(
     db: &PgPool,
     user_id: &str,
@@ -254,23 +253,7 @@ pub async fn for_incident_as_of(
         return Ok(Vec::new());
     }
     let mut tx = db.begin().await?;
-    sqlx::query("CREATE TEMPORARY TABLE chat_sessions (LIKE public.chat_sessions INCLUDING DEFAULTS) ON COMMIT DROP")
-        .execute(&mut *tx)
-        .await?;
-    let events: Vec<crate::StoredEvent> = sqlx::query_as(&format!(
-        "{} WHERE aggregate_type = 'ChatSession' AND aggregate_id = ANY($1) AND recorded_at <= $2
-         ORDER BY aggregate_id, sequence",
-        crate::StoredEvent::SELECT
-    ))
-    .bind(&ids)
-    .bind(as_of)
-    .fetch_all(&mut *tx)
-    .await?;
-    for event in &events {
-        ChatSessionsReadModel
-            .apply(&mut tx, &event.envelope::<ChatSession>()?)
-            .await?;
-    }
+    crate::projector::project_as_of(&mut tx, &ChatSessionsReadModel, "chat_sessions", &ids, as_of).await?;
     let sessions = active_for_incident(&mut *tx, user_id, incident_id).await?;
     tx.rollback().await?;
     Ok(sessions)

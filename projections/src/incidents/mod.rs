@@ -177,22 +177,7 @@ pub async fn as_of(
     as_of: chrono::DateTime<chrono::Utc>,
 ) -> Result<Option<(IncidentRow, Vec<CorrelatedAlertRow>)>, ProjectionError> {
     let mut tx = db.begin().await?;
-    sqlx::query("CREATE TEMPORARY TABLE incidents (LIKE public.incidents INCLUDING DEFAULTS) ON COMMIT DROP")
-        .execute(&mut *tx)
-        .await?;
-    let events: Vec<crate::StoredEvent> = sqlx::query_as(&format!(
-        "{} WHERE aggregate_type = 'Incident' AND aggregate_id = $1 AND recorded_at <= $2 ORDER BY sequence",
-        crate::StoredEvent::SELECT
-    ))
-    .bind(id.to_string())
-    .bind(as_of)
-    .fetch_all(&mut *tx)
-    .await?;
-    for event in &events {
-        IncidentsReadModel
-            .apply(&mut tx, &event.envelope::<Incident>()?)
-            .await?;
-    }
+    crate::projector::project_as_of(&mut tx, &IncidentsReadModel, "incidents", &[id.to_string()], as_of).await?;
     let mut incident = find_incident(&mut *tx, user_id, id).await?;
     if let Some(incident) = &mut incident {
         // The merge target is not in the scratch table; its title never changes, so the live
