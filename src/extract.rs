@@ -208,15 +208,19 @@ fn parse_json_text<T: DeserializeOwned>(text: &str) -> Result<T, AppError> {
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner();
+        let invalid = |problem: &str| {
+            if path == "." {
+                AppError::invalid(format!("invalid request body: {problem}"))
+            } else {
+                AppError::invalid(format!("invalid field `{path}`: {problem}"))
+            }
+        };
         match inner.classify() {
-            serde_json::error::Category::Data => {
-                let message = inner.to_string();
-                let problem = without_offending_value(&message);
-                if path == "." {
-                    AppError::invalid(format!("invalid request body: {problem}"))
-                } else {
-                    AppError::invalid(format!("invalid field `{path}`: {problem}"))
-                }
+            serde_json::error::Category::Data => invalid(&without_offending_value(&inner.to_string())),
+            // serde_json reports an enum given neither a string nor an object (`"sender": null`)
+            // as "expected value", a syntax error, in a document that is valid JSON.
+            serde_json::error::Category::Syntax if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
+                invalid("a value of the wrong kind")
             }
             _ => AppError::bad_request("invalid_json", format!("malformed JSON: {inner}")),
         }
@@ -374,6 +378,31 @@ mod tests {
             }
             assert!(message.contains(&format!(": {kind}, expected")), "{message}");
         }
+    }
+
+    #[test]
+    fn an_enum_given_neither_string_nor_object_is_a_shape_error_not_broken_json() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        enum Sender {
+            User,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Message {
+            sender: Sender,
+        }
+        for body in [r#"{"sender": null}"#, r#"{"sender": 1}"#, r#"{"sender": [true]}"#] {
+            let Err(AppError::BadRequest { code, message }) = parse_json::<Message>(body.as_bytes()) else {
+                panic!("{body} was accepted");
+            };
+            assert_eq!(code, "invalid_request", "{body}: {message}");
+            assert!(message.contains("`sender`"), "{message}");
+        }
+        let Err(AppError::BadRequest { code, .. }) = parse_json::<Message>(br#"{"sender": nul}"#) else {
+            panic!("broken JSON was accepted");
+        };
+        assert_eq!(code, "invalid_json");
     }
 
     #[test]
