@@ -330,7 +330,6 @@ async fn get_incident(
     Query(query): Query<AsOfQuery>,
 ) -> Result<Json<IncidentDetailResponse>, AppError> {
     let id = incident_id(&raw_id)?;
-    let live = owned(&state, &user, id).await?;
     let as_of = match query.as_of.as_deref() {
         None => None,
         Some(raw) => Some(
@@ -339,6 +338,7 @@ async fn get_incident(
                 .with_timezone(&Utc),
         ),
     };
+    let live = owned(&state, &user, id).await?;
     let db = &state.db;
     let (row, correlated) = match as_of {
         None => {
@@ -363,9 +363,10 @@ async fn get_incident(
         chats,
     )?;
     if let Some(as_of) = as_of {
-        suggestions.retain(|s| s.created_at <= as_of);
-        thoughts.retain(|t| t.created_at <= as_of);
-        citations.retain(|c| c.created_at <= as_of);
+        let recorded = read::analysis_recorded_by(db, id, as_of).await?;
+        suggestions.retain(|s| recorded.contains(&s.id));
+        thoughts.retain(|t| recorded.contains(&t.id));
+        citations.retain(|c| recorded.contains(&c.id));
     }
     let triggered_at = row.started_at;
     let mut incident = IncidentView::from(row);

@@ -455,6 +455,86 @@ async fn event_times_follow_the_sequence_whenever_their_transactions_began() {
     assert!(times.is_sorted(), "{times:?}");
 }
 
+/// One PATCH appends several events, recorded microseconds apart: a time between them shows the
+/// incident before the PATCH, never half of it.
+#[tokio::test]
+async fn as_of_between_the_events_of_one_command_shows_none_of_them() {
+    let app = spawn_app_without_workers().await;
+    let (user, id) = user_with_incident(&app, "source_d", "/api/source_d/webhook").await;
+    patch(
+        &app,
+        &user,
+        &id,
+        json!({ "status": "analyzed", "summary": "cart-service saturation" }),
+    )
+    .await;
+    let history = app.incident_events(&user, &id).await;
+    let patched: Vec<&Value> = history.iter().skip(1).collect();
+    assert!(patched.len() >= 2, "the PATCH appended several events: {history:?}");
+    let first: chrono::DateTime<chrono::Utc> = patched[0]["recorded_at"].as_str().unwrap().parse().unwrap();
+    let last: chrono::DateTime<chrono::Utc> = patched[patched.len() - 1]["recorded_at"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(first < last, "its events were recorded at different times");
+    let between = first.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let response = app
+        .send_as(
+            &user,
+            Method::GET,
+            &format!("/api/incidents/{id}?as_of={between}"),
+            None,
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let then: Value = response.json().await.unwrap();
+    assert_eq!(then["incident"]["status"], "investigating");
+    assert!(then["incident"]["summary"].is_null());
+}
+
+/// A finding carries the time its analysis made it, which may come before the store recorded
+/// it: `as_of` shows the findings recorded by then, as it does every other event.
+#[tokio::test]
+async fn as_of_shows_the_findings_recorded_by_then() {
+    use vigil::event_store::{execute, Actor};
+    use vigil_aggregates::incident_analysis::{AnalysisCommand, ThoughtKind};
+
+    let app = spawn_app_without_workers().await;
+    let (user, id) = user_with_incident(&app, "source_d", "/api/source_d/webhook").await;
+    let before_recording: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let thought = AnalysisCommand::RecordThought {
+        incident_id: id.parse().unwrap(),
+        kind: ThoughtKind::Analysis,
+        content: "the cart cache evicts under load".into(),
+        at: before_recording - chrono::Duration::minutes(1),
+    };
+    execute(&app.state.events.analyses, &id, thought, Actor::System("analysis"))
+        .await
+        .unwrap();
+    let thoughts_as_of = |as_of: chrono::DateTime<chrono::Utc>| {
+        let (app, user, id) = (&app, &user, &id);
+        async move {
+            let as_of = as_of.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+            let response = app
+                .send_as(user, Method::GET, &format!("/api/incidents/{id}?as_of={as_of}"), None)
+                .await;
+            assert_eq!(response.status(), 200);
+            let body: Value = response.json().await.unwrap();
+            body["incident"]["streamingThoughts"].as_array().unwrap().len()
+        }
+    };
+    assert_eq!(
+        thoughts_as_of(before_recording).await,
+        0,
+        "not recorded yet at that time"
+    );
+    assert_eq!(thoughts_as_of(chrono::Utc::now()).await, 1);
+}
+
 /// `as_of` also shows the incident's chat sessions as they stood then: renamed and written to
 /// since, or deleted since (it was there then).
 #[tokio::test]
@@ -592,6 +672,16 @@ async fn as_of_shows_the_incident_as_it_stood_then() {
         )
         .await;
     assert_error(garbage, 400, "invalid_query").await;
+    // The query is checked before the incident is looked up, as the id is.
+    let garbage_for_unknown = app
+        .send_as(
+            &user,
+            Method::GET,
+            &format!("/api/incidents/{}?as_of=yesterday", uuid::Uuid::new_v4()),
+            None,
+        )
+        .await;
+    assert_error(garbage_for_unknown, 400, "invalid_query").await;
 }
 
 #[tokio::test]

@@ -129,7 +129,8 @@ pub async fn correlated_alerts(
     correlated_alerts_recorded_by(db, incident_id, None).await
 }
 
-/// [`correlated_alerts`] as of `as_of`: from the events recorded by then (all of them when `None`).
+/// [`correlated_alerts`] as of `as_of`: from the events of the transactions recorded by then
+/// (all of them when `None`), as [`super::as_of`] folds the incident.
 pub async fn correlated_alerts_recorded_by(
     db: impl sqlx::PgExecutor<'_>,
     incident_id: Uuid,
@@ -138,7 +139,11 @@ pub async fn correlated_alerts_recorded_by(
     let events: Vec<Json<IncidentEvent>> = sqlx::query_scalar(
         "SELECT payload FROM events
          WHERE aggregate_type = $1 AND aggregate_id = $2 AND event_type IN ('AlertCorrelated', 'IncidentAbsorbed')
-           AND ($3::timestamptz IS NULL OR recorded_at <= $3)
+           AND ($3::timestamptz IS NULL
+                OR (recorded_at <= $3
+                    AND transaction_id NOT IN (SELECT later.transaction_id FROM events later
+                                               WHERE later.aggregate_type = $1 AND later.aggregate_id = $2
+                                                 AND later.recorded_at > $3)))
          ORDER BY sequence",
     )
     .bind(<Incident as cqrs_es::Aggregate>::TYPE)
@@ -201,6 +206,29 @@ fn merged_from(source_incident_id: Uuid) -> Correlation {
         score: 1.0,
         details: serde_json::json!({ "merged_from_incident_id": source_incident_id }),
     }
+}
+
+/// Which of an incident's thoughts, citations and suggestions it had at `as_of`: their ids (each
+/// row's id is the store position of the analysis event that recorded it) among the events of
+/// the transactions recorded by then, as [`super::as_of`] folds the incident. The times the rows
+/// show are the events' own, which may come before the append.
+pub async fn analysis_recorded_by(
+    db: &PgPool,
+    incident_id: Uuid,
+    as_of: DateTime<Utc>,
+) -> sqlx::Result<std::collections::HashSet<i64>> {
+    let positions: Vec<i64> = sqlx::query_scalar(
+        "SELECT global_position FROM events
+         WHERE aggregate_type = 'IncidentAnalysis' AND aggregate_id = $1 AND recorded_at <= $2
+           AND transaction_id NOT IN (SELECT later.transaction_id FROM events later
+                                      WHERE later.aggregate_type = 'IncidentAnalysis' AND later.aggregate_id = $1
+                                        AND later.recorded_at > $2)",
+    )
+    .bind(incident_id.to_string())
+    .bind(as_of)
+    .fetch_all(db)
+    .await?;
+    Ok(positions.into_iter().collect())
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
