@@ -80,8 +80,8 @@ fn parse_alert(
         .unwrap_or_else(|| format!("Alert {key}"));
     // Plain Alertmanager always sends a per-alert status; the group status is only a fallback.
     let state = alert
-        .text("status")?
-        .or(notification.text("status")?)
+        .word("status")?
+        .or(notification.word("status")?)
         .map_or_else(|| "firing".to_owned(), |status| status.to_lowercase());
 
     Ok(NormalizedAlert {
@@ -364,12 +364,23 @@ mod tests {
             (
                 "/alerts/0/status",
                 json!(true),
-                "field `alerts[0].status` must be a string or a number, not a boolean",
+                "field `alerts[0].status` must be a string, not a boolean",
+            ),
+            // A state is a word: a number or a list there is no state at all.
+            (
+                "/alerts/0/status",
+                json!(5),
+                "field `alerts[0].status` must be a string, not a number",
+            ),
+            (
+                "/alerts/0/status",
+                json!([]),
+                "field `alerts[0].status` must be a string, not an array",
             ),
             (
                 "/status",
                 json!({"state": "firing"}),
-                "field `status` must be a string or a number, not an object",
+                "field `status` must be a string, not an object",
             ),
         ] {
             assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);

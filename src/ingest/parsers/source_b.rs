@@ -27,7 +27,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         return Ok(None);
     }
     let key = incident.require_id("id")?;
-    let status = incident.text("status")?.map(|word| word.to_lowercase());
+    let status = incident.word("status")?.map(|word| word.to_lowercase());
     let resolved = event_type.as_deref() == Some("incident.resolved") || status.as_deref() == Some("resolved");
     let title = match incident.first_text(&["title", "summary"])? {
         Some(title) => title,

@@ -97,7 +97,7 @@ fn flat_alarm(root: &Obj<'_>) -> Result<Alarm, ParseError> {
         node: root.require_first_id(&["node_id", "host"])?,
         chart: root.text("chart")?,
         name: root.require_first_id(&["name", "alarm"])?,
-        status: root.text("status")?,
+        status: root.word("status")?,
         info: root.first_text(&["info", "message"])?,
         detail: root.text("message")?,
         host: root.text("host")?,
@@ -125,8 +125,8 @@ fn nested_alarm(root: &Obj<'_>, alert: &Obj<'_>) -> Result<Alarm, ParseError> {
         name: alert.require_id("name")?,
         status: alert
             .object_or_empty("state")?
-            .text("status")?
-            .or(alert.text("status")?),
+            .word("status")?
+            .or(alert.word("status")?),
         info: rendered.text("info")?.or_else(|| summary.clone()),
         detail: summary,
         host: node.text("hostname")?,
@@ -326,7 +326,7 @@ mod tests {
                 Fixture::Firing,
                 "/status",
                 json!(true),
-                "field `status` must be a string or a number, not a boolean",
+                "field `status` must be a string, not a boolean",
             ),
             (
                 Fixture::Firing,

@@ -26,8 +26,8 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
     let tags = root.tags("tags")?;
     let scope = root.text("scope")?;
     let scope_tags = scope.as_deref().map(parse_tag_text).unwrap_or_default();
-    let transition = root.text("alert_transition")?;
-    let alert_type = root.text("alert_type")?;
+    let transition = root.word("alert_transition")?;
+    let alert_type = root.word("alert_type")?;
     let resolved = is_word(transition.as_deref(), "recovered") || is_word(alert_type.as_deref(), "success");
     let title = root
         .first_text(&["title", "event_title"])?

@@ -19,8 +19,8 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
     let build_number = root.require_integer("build_number")?;
     let service = root.text("service")?;
     let environment = root.text("environment")?;
-    let result = root.text("result")?;
-    let phase = root.text("phase")?;
+    let result = root.word("result")?;
+    let phase = root.word("phase")?;
     let no_outcome = match result.as_deref() {
         Some(result) => is_deployment_in_progress(result),
         None => phase.as_deref().is_some_and(is_deployment_in_progress),
@@ -302,7 +302,7 @@ mod tests {
             (
                 "/result",
                 json!(false),
-                "field `result` must be a string or a number, not a boolean",
+                "field `result` must be a string, not a boolean",
             ),
         ] {
             assert_error(SOURCE, &with(fixture(SOURCE, Fixture::Firing), pointer, value), message);

@@ -19,7 +19,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
     let application = root.text("application")?;
     let environment = root.text("environment")?;
     let pipeline_name = pipeline.text("name")?;
-    let status = pipeline.text("status")?;
+    let status = pipeline.word("status")?;
     if status.as_deref().is_some_and(is_deployment_in_progress) {
         return Ok(None);
     }
@@ -255,7 +255,7 @@ mod tests {
             (
                 "/pipeline/status",
                 json!({"code": "FAILED"}),
-                "field `pipeline.status` must be a string or a number, not an object",
+                "field `pipeline.status` must be a string, not an object",
             ),
             (
                 "/commit",

@@ -19,7 +19,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         .or_else(|| impacted_entity.clone())
         .unwrap_or_else(|| format!("Problem {}", problem_id.as_deref().unwrap_or(&key)));
     let state = root
-        .text("State")?
+        .word("State")?
         .map_or_else(|| "open".to_owned(), |state| state.to_lowercase());
 
     Ok(NormalizedAlert {

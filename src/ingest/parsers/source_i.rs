@@ -28,7 +28,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         .or(incident.first_text(&["title", "description"])?)
         .unwrap_or_else(|| format!("Incident {key}"));
     let state = incident
-        .text("status")?
+        .word("status")?
         .map_or_else(|| "active".to_owned(), |status| status.to_lowercase());
 
     Ok(NormalizedAlert {
