@@ -20,7 +20,7 @@ pub(super) async fn claim(
     lease: Duration,
     limit: usize,
 ) -> Result<Vec<JobRecord>, sqlx::Error> {
-    let mut jobs: Vec<JobRecord> = sqlx::query_as(
+    let claimed: Vec<Claimed> = sqlx::query_as(
         r#"
         WITH RECURSIVE waiting (tenant) AS (
             (SELECT tenant FROM jobs
@@ -55,7 +55,7 @@ pub(super) async fn claim(
             WHERE j.kind = ANY($1) AND j.state = 'running' AND j.locked_until < now()
               AND j.attempt < j.max_attempts AND NOT j.cancel_requested
         ), claimable AS MATERIALIZED (
-            SELECT jobs.id, jobs.tenant
+            SELECT jobs.id, jobs.tenant, jobs.state = 'running' AS taken_over, jobs.locked_by AS lost_by
             FROM queued JOIN jobs ON jobs.id = queued.id
             -- Checked again on the row as locked: another worker may have claimed it meanwhile.
             WHERE (jobs.state IN ('available', 'retryable') AND jobs.run_at <= now())
@@ -88,7 +88,7 @@ pub(super) async fn claim(
             updated_at   = now()
         FROM claimable
         WHERE jobs.id = claimable.id
-        RETURNING jobs.*
+        RETURNING jobs.*, claimable.taken_over, claimable.lost_by
         "#,
     )
     .bind(kinds)
@@ -97,8 +97,35 @@ pub(super) async fn claim(
     .bind(millis(lease))
     .fetch_all(pool)
     .await?;
+    let mut jobs = Vec::with_capacity(claimed.len());
+    for Claimed {
+        job,
+        taken_over,
+        lost_by,
+    } in claimed
+    {
+        if taken_over {
+            tracing::warn!(
+                job_id = job.id,
+                kind = %job.kind,
+                attempt = job.attempt,
+                lost_by = %lost_by.as_deref().unwrap_or_default(),
+                "took over a job whose worker stopped renewing its lease"
+            );
+        }
+        jobs.push(job);
+    }
     jobs.sort_by_key(|job| (job.run_at, job.id));
     Ok(jobs)
+}
+
+/// A claimed job, and whether it was taken over from a worker whose lease expired (and which).
+#[derive(sqlx::FromRow)]
+struct Claimed {
+    #[sqlx(flatten)]
+    job: JobRecord,
+    taken_over: bool,
+    lost_by: Option<String>,
 }
 
 /// Ends the abandoned running jobs (lease expired) that must not run again: cancelled if a

@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::helpers::CapturedLogs;
 use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::{json, Value};
@@ -664,8 +665,10 @@ fn short_lease_config(worker_id: &str) -> WorkerConfig {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the current thread, where `CapturedLogs` sees what the workers log.
+#[tokio::test]
 async fn crashed_workers_job_is_taken_over_after_its_lease_and_completes_once() {
+    let logs = CapturedLogs::start();
     let db = TestDb::new().await;
     let id = enqueue_new(
         &db.pool,
@@ -708,6 +711,15 @@ async fn crashed_workers_job_is_taken_over_after_its_lease_and_completes_once() 
         .await
         .unwrap();
     assert_eq!(completions, vec![(id, 2)], "the side effect happened exactly once");
+    let logged = logs.text();
+    let takeover = logged
+        .lines()
+        .find(|line| line.contains("took over a job whose worker stopped renewing its lease"))
+        .unwrap_or_else(|| panic!("the takeover is logged: {logged}"));
+    assert!(
+        takeover.contains("WARN") && takeover.contains("lost_by=doomed"),
+        "{takeover}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
