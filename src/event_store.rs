@@ -17,8 +17,11 @@ use vigil_projections::{
     Projector, ReadModel, Tail, TailWakers,
 };
 
-/// How often a command is retried after losing an optimistic-concurrency race.
-const MAX_ATTEMPTS: u32 = 8;
+/// How often a command is tried before it gives up losing optimistic-concurrency races. Two
+/// instances hammering one chat session (20 PUTs at once, split between them) lost about half of
+/// their races, so 8 attempts left ~0.3% of PUTs a 409 (12 of 4,400 in an audit); 16 leave about
+/// one in 30,000.
+const MAX_ATTEMPTS: u32 = 16;
 /// Turns commands take in one process (per aggregate store); two aggregates sharing one only
 /// wait for each other.
 const COMMAND_TURNS: usize = 256;
@@ -180,7 +183,8 @@ impl Actor<'_> {
 /// only conflict, and with enough of them at once some lost every race (18 of 80 PATCHes on one
 /// incident through two instances). What remains to race is one command per other instance, and
 /// the batch writers. The loser retries at once, without backoff: the winner's instance starts
-/// its next command only after projecting the last one, so the retry is usually first.
+/// its next command only after projecting the last one, so the retry often comes first (a backoff
+/// would only let that instance's next command go ahead).
 pub async fn execute<A: Aggregate>(
     store: &AggregateStore<A>,
     aggregate_id: &str,
