@@ -219,11 +219,12 @@ pub async fn analysis_recorded_by(
 ) -> sqlx::Result<std::collections::HashSet<i64>> {
     let positions: Vec<i64> = sqlx::query_scalar(
         "SELECT global_position FROM events
-         WHERE aggregate_type = 'IncidentAnalysis' AND aggregate_id = $1 AND recorded_at <= $2
+         WHERE aggregate_type = $1 AND aggregate_id = $2 AND recorded_at <= $3
            AND transaction_id NOT IN (SELECT later.transaction_id FROM events later
-                                      WHERE later.aggregate_type = 'IncidentAnalysis' AND later.aggregate_id = $1
-                                        AND later.recorded_at > $2)",
+                                      WHERE later.aggregate_type = $1 AND later.aggregate_id = $2
+                                        AND later.recorded_at > $3)",
     )
+    .bind(<vigil_aggregates::incident_analysis::IncidentAnalysis as cqrs_es::Aggregate>::TYPE)
     .bind(incident_id.to_string())
     .bind(as_of)
     .fetch_all(db)
