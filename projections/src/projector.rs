@@ -313,8 +313,22 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
     }
 }
 
-/// Applies `read_model` to the events of `aggregate_ids` recorded up to `as_of` (whole
-/// transactions only), on an empty scratch copy of its table `table`: a temporary table of that
+/// The condition "recorded by `$3`" on `events`, by whole transactions: the events one command
+/// appends are recorded microseconds apart (`recorded_at` is the clock at each append), and a
+/// time between them must not show half of a change no reader ever saw. `$1` is the aggregate
+/// type, `$3` the time; `aggregate_ids` says which streams, as the statement does (`= $2`, or
+/// `= ANY($2)` for several).
+pub(crate) fn recorded_by(aggregate_ids: &str) -> String {
+    format!(
+        "recorded_at <= $3
+         AND transaction_id NOT IN (SELECT later.transaction_id FROM events later
+                                    WHERE later.aggregate_type = $1 AND later.aggregate_id {aggregate_ids}
+                                      AND later.recorded_at > $3)"
+    )
+}
+
+/// Applies `read_model` to the events of `aggregate_ids` recorded by `as_of` ([`recorded_by`]),
+/// on an empty scratch copy of its table `table`: a temporary table of that
 /// name shadows the real one until the caller's transaction `tx` ends. The caller reads the rows
 /// as they stood then from it, and rolls back; the rules that fold them are the live
 /// projection's own.
@@ -330,16 +344,11 @@ pub(crate) async fn project_as_of<A: Aggregate, R: ReadModel<A>>(
     ))
     .execute(&mut *tx)
     .await?;
-    // Whole transactions only: the events one command appends are recorded microseconds apart
-    // (`recorded_at` is the clock at each append), and a time between them must not show half
-    // of a change no reader ever saw.
     let events: Vec<StoredEvent> = sqlx::query_as(&format!(
-        "{} WHERE aggregate_type = $1 AND aggregate_id = ANY($2) AND recorded_at <= $3
-           AND transaction_id NOT IN (SELECT later.transaction_id FROM events later
-                                      WHERE later.aggregate_type = $1 AND later.aggregate_id = ANY($2)
-                                        AND later.recorded_at > $3)
+        "{} WHERE aggregate_type = $1 AND aggregate_id = ANY($2) AND {}
          ORDER BY aggregate_id, sequence",
-        StoredEvent::SELECT
+        StoredEvent::SELECT,
+        recorded_by("= ANY($2)")
     ))
     .bind(A::TYPE)
     .bind(aggregate_ids)

@@ -26,6 +26,20 @@ pub async fn detail(app: &TestApp, user: &str, id: &str) -> Value {
     response.json::<Value>().await.unwrap()["incident"].clone()
 }
 
+/// `GET /api/incidents/:id?as_of=<as_of>`, the time as given.
+async fn get_as_of(app: &TestApp, user: &str, id: &str, as_of: &str) -> reqwest::Response {
+    app.send_as(user, Method::GET, &format!("/api/incidents/{id}?as_of={as_of}"), None)
+        .await
+}
+
+/// The incident as it stood at `as_of`, which the service must answer.
+async fn detail_as_of(app: &TestApp, user: &str, id: &str, as_of: chrono::DateTime<chrono::Utc>) -> Value {
+    let as_of = as_of.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let response = get_as_of(app, user, id, &as_of).await;
+    assert_eq!(response.status(), 200);
+    response.json::<Value>().await.unwrap()["incident"].clone()
+}
+
 async fn patch(app: &TestApp, user: &str, id: &str, body: Value) -> reqwest::Response {
     app.send_as(user, Method::PATCH, &format!("/api/incidents/{id}"), Some(&body))
         .await
@@ -314,19 +328,9 @@ async fn merge_moves_the_source_into_the_target() {
     assert_eq!(source_detail["status"], "merged");
     assert_eq!(source_detail["mergedIntoIncidentId"], target);
     assert_eq!(source_detail["mergedIntoTitle"], "CheckoutApiHighLatency");
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-    let as_of = app
-        .send_as(
-            &user,
-            Method::GET,
-            &format!("/api/incidents/{source}?as_of={now}"),
-            None,
-        )
-        .await;
-    assert_eq!(as_of.status(), 200);
-    let as_of: Value = as_of.json().await.unwrap();
-    assert_eq!(as_of["incident"]["status"], "merged");
-    assert_eq!(as_of["incident"]["mergedIntoTitle"], "CheckoutApiHighLatency");
+    let as_of = detail_as_of(&app, &user, &source, chrono::Utc::now()).await;
+    assert_eq!(as_of["status"], "merged");
+    assert_eq!(as_of["mergedIntoTitle"], "CheckoutApiHighLatency");
 
     let target_detail = detail(&app, &user, &target).await;
     assert_eq!(target_detail["correlatedAlertCount"], 1);
@@ -478,19 +482,9 @@ async fn as_of_between_the_events_of_one_command_shows_none_of_them() {
         .parse()
         .unwrap();
     assert!(first < last, "its events were recorded at different times");
-    let between = first.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-    let response = app
-        .send_as(
-            &user,
-            Method::GET,
-            &format!("/api/incidents/{id}?as_of={between}"),
-            None,
-        )
-        .await;
-    assert_eq!(response.status(), 200);
-    let then: Value = response.json().await.unwrap();
-    assert_eq!(then["incident"]["status"], "investigating");
-    assert!(then["incident"]["summary"].is_null());
+    let then = detail_as_of(&app, &user, &id, first).await;
+    assert_eq!(then["status"], "investigating");
+    assert!(then["summary"].is_null());
 }
 
 /// A finding carries the time its analysis made it, which may come before the store recorded
@@ -518,13 +512,10 @@ async fn as_of_shows_the_findings_recorded_by_then() {
     let thoughts_as_of = |as_of: chrono::DateTime<chrono::Utc>| {
         let (app, user, id) = (&app, &user, &id);
         async move {
-            let as_of = as_of.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-            let response = app
-                .send_as(user, Method::GET, &format!("/api/incidents/{id}?as_of={as_of}"), None)
-                .await;
-            assert_eq!(response.status(), 200);
-            let body: Value = response.json().await.unwrap();
-            body["incident"]["streamingThoughts"].as_array().unwrap().len()
+            detail_as_of(app, user, id, as_of).await["streamingThoughts"]
+                .as_array()
+                .unwrap()
+                .len()
         }
     };
     assert_eq!(
@@ -593,14 +584,9 @@ async fn as_of_shows_the_chat_sessions_as_they_stood_then() {
     };
     let now = detail(&app, &user, &id).await;
     assert_eq!(titles_and_messages(&now), [("Cart cache eviction".to_owned(), 2)]);
-    let as_of = then.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-    let response = app
-        .send_as(&user, Method::GET, &format!("/api/incidents/{id}?as_of={as_of}"), None)
-        .await;
-    assert_eq!(response.status(), 200);
-    let at_then: Value = response.json().await.unwrap();
+    let at_then = detail_as_of(&app, &user, &id, then).await;
     assert_eq!(
-        titles_and_messages(&at_then["incident"]),
+        titles_and_messages(&at_then),
         [("Cart latency".to_owned(), 1), ("Scratch notes".to_owned(), 1)]
     );
     assert_eq!(
@@ -625,17 +611,7 @@ async fn as_of_shows_the_incident_as_it_stood_then() {
 
     let history = app.incident_events(&user, &id).await;
     let opened_at = history[0]["recorded_at"].as_str().unwrap().to_owned();
-    let at_opening: Value = app
-        .send_as(
-            &user,
-            Method::GET,
-            &format!("/api/incidents/{id}?as_of={opened_at}"),
-            None,
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
+    let at_opening: Value = get_as_of(&app, &user, &id, &opened_at).await.json().await.unwrap();
     let then = &at_opening["incident"];
     assert_eq!(then["status"], "investigating");
     assert_eq!(then["correlatedAlertCount"], 0);
@@ -654,33 +630,12 @@ async fn as_of_shows_the_incident_as_it_stood_then() {
         "the scratch projection left the live tables alone"
     );
 
-    let before = app
-        .send_as(
-            &user,
-            Method::GET,
-            &format!("/api/incidents/{id}?as_of=2000-01-01T00:00:00Z"),
-            None,
-        )
-        .await;
+    let before = get_as_of(&app, &user, &id, "2000-01-01T00:00:00Z").await;
     assert_error(before, 404, "not_found").await;
-    let garbage = app
-        .send_as(
-            &user,
-            Method::GET,
-            &format!("/api/incidents/{id}?as_of=yesterday"),
-            None,
-        )
-        .await;
+    let garbage = get_as_of(&app, &user, &id, "yesterday").await;
     assert_error(garbage, 400, "invalid_query").await;
     // The query is checked before the incident is looked up, as the id is.
-    let garbage_for_unknown = app
-        .send_as(
-            &user,
-            Method::GET,
-            &format!("/api/incidents/{}?as_of=yesterday", uuid::Uuid::new_v4()),
-            None,
-        )
-        .await;
+    let garbage_for_unknown = get_as_of(&app, &user, &uuid::Uuid::new_v4().to_string(), "yesterday").await;
     assert_error(garbage_for_unknown, 400, "invalid_query").await;
 }
 

@@ -1,6 +1,10 @@
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{types::Json, PgPool};
+
+use crate::projector::recorded_by;
 use uuid::Uuid;
 use vigil_aggregates::incident::{Correlation, Incident, IncidentEvent};
 
@@ -136,21 +140,23 @@ pub async fn correlated_alerts_recorded_by(
     incident_id: Uuid,
     as_of: Option<DateTime<Utc>>,
 ) -> sqlx::Result<Vec<CorrelatedAlertRow>> {
-    let events: Vec<Json<IncidentEvent>> = sqlx::query_scalar(
-        "SELECT payload FROM events
-         WHERE aggregate_type = $1 AND aggregate_id = $2 AND event_type IN ('AlertCorrelated', 'IncidentAbsorbed')
-           AND ($3::timestamptz IS NULL
-                OR (recorded_at <= $3
-                    AND transaction_id NOT IN (SELECT later.transaction_id FROM events later
-                                               WHERE later.aggregate_type = $1 AND later.aggregate_id = $2
-                                                 AND later.recorded_at > $3)))
-         ORDER BY sequence",
-    )
-    .bind(<Incident as cqrs_es::Aggregate>::TYPE)
-    .bind(incident_id.to_string())
-    .bind(as_of)
-    .fetch_all(db)
-    .await?;
+    // Every incident detail reads this: the statement is put together once.
+    static STATEMENT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT payload FROM events
+             WHERE aggregate_type = $1 AND aggregate_id = $2
+               AND event_type IN ('AlertCorrelated', 'IncidentAbsorbed')
+               AND ($3::timestamptz IS NULL OR ({}))
+             ORDER BY sequence",
+            recorded_by("= $2")
+        )
+    });
+    let events: Vec<Json<IncidentEvent>> = sqlx::query_scalar(&STATEMENT)
+        .bind(<Incident as cqrs_es::Aggregate>::TYPE)
+        .bind(incident_id.to_string())
+        .bind(as_of)
+        .fetch_all(db)
+        .await?;
     Ok(joined_alerts(incident_id, events.into_iter().map(|event| event.0)))
 }
 
@@ -217,13 +223,10 @@ pub async fn analysis_recorded_by(
     incident_id: Uuid,
     as_of: DateTime<Utc>,
 ) -> sqlx::Result<std::collections::HashSet<i64>> {
-    let positions: Vec<i64> = sqlx::query_scalar(
-        "SELECT global_position FROM events
-         WHERE aggregate_type = $1 AND aggregate_id = $2 AND recorded_at <= $3
-           AND transaction_id NOT IN (SELECT later.transaction_id FROM events later
-                                      WHERE later.aggregate_type = $1 AND later.aggregate_id = $2
-                                        AND later.recorded_at > $3)",
-    )
+    let positions: Vec<i64> = sqlx::query_scalar(&format!(
+        "SELECT global_position FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND {}",
+        recorded_by("= $2")
+    ))
     .bind(<vigil_aggregates::incident_analysis::IncidentAnalysis as cqrs_es::Aggregate>::TYPE)
     .bind(incident_id.to_string())
     .bind(as_of)
