@@ -9,6 +9,7 @@ pub mod config;
 pub mod connections;
 pub mod db;
 pub mod error;
+pub mod eval;
 pub mod event_store;
 pub mod extract;
 pub mod health;

@@ -34,6 +34,9 @@ enum Command {
         #[arg(long)]
         online: bool,
     },
+    /// Replay a directory of labelled scenarios through the service on a scratch database (created
+    /// on the server of DATABASE_URL and dropped afterwards) and score grouping and root causes.
+    Eval(vigil::eval::EvalOptions),
 }
 
 #[tokio::main]
@@ -69,6 +72,12 @@ async fn main() -> anyhow::Result<()> {
             for (name, count) in events.replay(&db, projection.as_deref()).await? {
                 tracing::info!(projection = name, events = count, "projection rebuilt");
             }
+            Ok(())
+        }
+        Command::Eval(options) => {
+            let scenarios = vigil::eval::scenario::load_dir(&options.dir)?;
+            let report = vigil::eval::run(&cli.config, &scenarios, &options).await?;
+            print!("{report}");
             Ok(())
         }
     }

@@ -79,6 +79,21 @@ impl Source {
     }
 
     /// Whether this source reports alerts or deployments.
+    /// The ingestion endpoint of the source (the HTTP routes are declared with the same paths).
+    pub const fn endpoint(self) -> &'static str {
+        match self {
+            Source::SourceA => "/api/source_a/alerts",
+            Source::SourceB => "/api/source_b/webhook",
+            Source::SourceC => "/api/source_c/alerts",
+            Source::SourceD => "/api/source_d/webhook",
+            Source::SourceE => "/api/source_e/alerts",
+            Source::SourceF => "/api/source_f/deployment",
+            Source::SourceG => "/api/source_g/deployment",
+            Source::SourceH => "/api/source_h/problems",
+            Source::SourceI => "/api/source_i/webhook",
+        }
+    }
+
     pub const fn kind(self) -> AlertKind {
         match self {
             Source::SourceF | Source::SourceG => AlertKind::Deployment,
