@@ -1,13 +1,15 @@
 //! Correlation scoring and title embedding, each beside a baseline measured in the same run, so
 //! results read as ratios:
 //! - scoring one alert against 50 open incidents vs computing only the time sub-score for them;
-//! - embedding a typical title vs lowercasing it and splitting it into words.
+//! - embedding a typical title vs lowercasing it and splitting it into words;
+//! - extracting the evidence of a typical alert (labels, a log line) vs lowercasing and splitting
+//!   the same text.
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use vigil_aggregates::correlation::{
-    best_match, score, time_window_score, CandidateIncident, CorrelationConfig, Embedder, EventKind,
-    HashedNgramEmbedder, NewAlert,
+    best_match, evidence::Evidence, score, time_window_score, CandidateIncident, CorrelationConfig, Embedder,
+    EventKind, HashedNgramEmbedder, NewAlert,
 };
 
 const SERVICES: [&str; 10] = [
@@ -38,6 +40,30 @@ const TITLES: [&str; 10] = [
 
 const TYPICAL_TITLE: &str = "checkout-api p99 latency above 2s on POST /v1/checkout (CheckoutApiHighLatency)";
 
+const TYPICAL_LABELS: [(&str, &str); 6] = [
+    ("cluster", "prod-us-east-2"),
+    ("namespace", "booking"),
+    ("pod", "checkout-api-6b8d9f7c54-w4tzq"),
+    ("instance", "10.61.4.23:8080"),
+    ("service", "checkout-api"),
+    ("team", "payments"),
+];
+
+const TYPICAL_LOG_LINE: &str =
+    "2026-12-02T09:02:51.677Z ERROR [checkout-api] PriceItinerary failed itinerary=ITN-8841207: rpc \
+     error: code = Unavailable desc = dial tcp 10.61.9.14:9090: connect: connection refused \
+     peer=fare-quote.pricing.svc.cluster.local:9090 peer_version=5.8.0 trace_id=ff78fd1d7b8777d49cc1de8c70f7ea56";
+
+/// The sorted evidence keys of an incident of `service` calling `dependency`.
+fn evidence_of(service: &str, dependency: &str, i: usize) -> Vec<String> {
+    let text = format!("{service} calls to {dependency} failed: dial tcp 10.0.{i}.7:5432 timeout");
+    let mut keys: Vec<String> = Evidence::extract([("service", service)], [text.as_str()])
+        .keys()
+        .collect();
+    keys.sort();
+    keys
+}
+
 fn base() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 20, 14, 0, 0).unwrap()
 }
@@ -59,6 +85,7 @@ fn candidates(embedder: &HashedNgramEmbedder) -> Vec<CandidateIncident> {
                 alert_times: (0..alerts).map(|k| first + Duration::seconds(40 * k as i64)).collect(),
                 correlated_alert_count: alerts as u32 - 1,
                 embedding: embedder.embed(title),
+                evidence: evidence_of(service, SERVICES[(i + 3) % SERVICES.len()], i),
             }
         })
         .collect()
@@ -74,6 +101,7 @@ fn bench_score(c: &mut Criterion) {
         fired_at: base(),
         kind: EventKind::Alert,
         embedding: embedder.embed("CheckoutApiHighErrorRate"),
+        evidence: evidence_of("checkout-api", "payments-db-01", 7),
     };
     let mut group = c.benchmark_group("score_50_candidates");
     group.bench_function("baseline_time_only", |b| {
@@ -115,5 +143,30 @@ fn bench_embed(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_score, bench_embed);
+fn bench_evidence(c: &mut Criterion) {
+    let mut group = c.benchmark_group("extract_evidence");
+    group.bench_function("baseline_lowercase_split", |b| {
+        b.iter(|| {
+            TYPICAL_LABELS
+                .iter()
+                .map(|(_, value)| *value)
+                .chain([TYPICAL_TITLE, TYPICAL_LOG_LINE])
+                .flat_map(|text| {
+                    black_box(text)
+                        .to_lowercase()
+                        .split(|c: char| !c.is_alphanumeric())
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                })
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<String>>()
+        })
+    });
+    group.bench_function("extract", |b| {
+        b.iter(|| Evidence::extract(black_box(TYPICAL_LABELS), [TYPICAL_TITLE, TYPICAL_LOG_LINE]))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_score, bench_embed, bench_evidence);
 criterion_main!(benches);

@@ -110,6 +110,25 @@ impl ModeReport {
         PairCounts::of(&events).quality()
     }
 
+    /// Incidents that hold events of more than one true incident, with their labels
+    /// (`scenario/label`), in the order first seen.
+    pub fn mixed_incidents(&self) -> Vec<(Uuid, Vec<String>)> {
+        let mut labels: Vec<(Uuid, Vec<String>)> = Vec::new();
+        for r in &self.results {
+            for (label, incident) in &r.events {
+                let Some(incident) = incident else { continue };
+                let label = format!("{}/{label}", r.id);
+                match labels.iter_mut().find(|(id, _)| id == incident) {
+                    Some((_, found)) if !found.contains(&label) => found.push(label),
+                    Some(_) => {}
+                    None => labels.push((*incident, vec![label])),
+                }
+            }
+        }
+        labels.retain(|(_, found)| found.len() > 1);
+        labels
+    }
+
     /// The share of scenarios whose cause the analysis named.
     pub fn rca_score(&self) -> f64 {
         let hits = self.results.iter().filter(|r| r.rca_hit).count();
@@ -168,6 +187,13 @@ impl fmt::Display for Report {
                 "grouping, pooled: precision {:.3}  recall {:.3}  F1 {:.3}",
                 p.precision, p.recall, p.f1
             )?;
+            let mixed = mode.mixed_incidents();
+            writeln!(f, "incidents mixing true incidents: {}", mixed.len())?;
+            if self.verbose {
+                for (id, labels) in &mixed {
+                    writeln!(f, "  {id}: {}", labels.join(", "))?;
+                }
+            }
             writeln!(f, "rca by category:")?;
             for (category, (hits, total)) in by_category(mode.results.iter().map(|r| (r.category.as_str(), r.rca_hit)))
             {

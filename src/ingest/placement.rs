@@ -34,7 +34,7 @@ use cqrs_es::{Aggregate, DomainEvent, EventEnvelope};
 use sqlx::{types::Json, PgConnection, PgPool};
 use uuid::Uuid;
 use vigil_aggregates::{
-    correlation::{best_match, CandidateIncident, CorrelationConfig, NewAlert},
+    correlation::{best_match, evidence::Evidence, CandidateIncident, CorrelationConfig, Match, NewAlert},
     incident::{Correlation, Incident, IncidentCommand, IncidentError},
 };
 use vigil_projections::{
@@ -75,6 +75,9 @@ struct Prepared {
     raw_json: Arc<str>,
     /// The title's embedding (correlation's semantic score).
     title_embedding: Vec<f32>,
+    /// What the alert names, and its keys sorted (correlation's relation score).
+    evidence: Evidence,
+    evidence_keys: Vec<String>,
 }
 
 impl Notification {
@@ -101,6 +104,12 @@ impl Notification {
                     RawPayload::Narrowed(narrowed) => narrowed.to_string().into(),
                 },
                 title_embedding: vectors.embed(&alert.title),
+                evidence: alert_evidence(alert),
+                evidence_keys: Vec::new(),
+            })
+            .map(|mut prepared| {
+                prepared.evidence_keys = sorted_keys(prepared.evidence.keys());
+                prepared
             })
             .collect();
         Self {
@@ -402,19 +411,22 @@ impl Placer {
                     fired_at: alert.fired_at,
                     kind: event_kind(alert.kind),
                     embedding: item.prepared.title_embedding.clone(),
+                    evidence: item.prepared.evidence_keys.clone(),
                 };
                 match best_match(&new_alert, &user_candidates.scored, &self.correlation) {
-                    Some((at, score)) => {
-                        let incident_id = user_candidates.took_alert(at, &new_alert);
+                    Some(found) => {
+                        let details = user_candidates.details(&found, &item.prepared.evidence);
+                        let (score, strategy) = (found.score.total, found.score.strategy);
+                        let incident_id = user_candidates.took_alert(found.index, new_alert);
                         plan.command(
                             incident_id,
                             IncidentCommand::CorrelateAlert {
                                 user_id: item.user_id.to_owned(),
-                                alert: alert_info(alert_id, alert),
+                                alert: alert_info(alert_id, alert, &item.prepared.evidence),
                                 correlation: Correlation {
-                                    strategy: score.strategy.as_str().to_owned(),
-                                    score: score.total.clamp(0.0, 1.0),
-                                    details: score.to_details(),
+                                    strategy: strategy.as_str().to_owned(),
+                                    score: score.clamp(0.0, 1.0),
+                                    details,
                                 },
                                 max_correlated_alerts: self.correlation.max_alerts_per_incident() as usize,
                                 at: Utc::now(),
@@ -429,7 +441,7 @@ impl Placer {
                             IncidentCommand::Open {
                                 incident_id,
                                 user_id: item.user_id.to_owned(),
-                                alert: alert_info(alert_id, alert),
+                                alert: alert_info(alert_id, alert, &item.prepared.evidence),
                                 at: Utc::now(),
                             },
                         );
@@ -793,6 +805,7 @@ impl Candidates {
             affected_services: row.affected_services,
             alert_times: vec![row.started_at, row.last_alert_at],
             correlated_alert_count: row.correlated_alert_count.max(0) as u32,
+            evidence: sorted_keys(row.evidence),
         });
     }
 
@@ -805,12 +818,13 @@ impl Candidates {
             alert_times: vec![alert.fired_at, alert.fired_at],
             correlated_alert_count: 0,
             embedding: alert.embedding,
+            evidence: alert.evidence,
         });
     }
 
     /// Folds a correlated alert in as the projection will: one more alert, its service among the
-    /// affected ones, and the latest alert time moved on.
-    fn took_alert(&mut self, index: usize, alert: &NewAlert) -> Uuid {
+    /// affected ones, its evidence among the incident's, and the latest alert time moved on.
+    fn took_alert(&mut self, index: usize, alert: NewAlert) -> Uuid {
         let candidate = &mut self.scored[index];
         candidate.correlated_alert_count += 1;
         if let Some(service) = &alert.service {
@@ -822,8 +836,42 @@ impl Candidates {
         if let Some(last) = candidate.alert_times.last_mut() {
             *last = (*last).max(alert.fired_at);
         }
+        let evidence = std::mem::take(&mut candidate.evidence);
+        candidate.evidence = sorted_keys(evidence.into_iter().chain(alert.evidence));
         self.ids[index]
     }
+
+    /// The stored `correlation_details` of a match: the score, the entities the alert names and
+    /// the runner-up incident.
+    fn details(&self, found: &Match, evidence: &Evidence) -> serde_json::Value {
+        let mut details = found.score.to_details();
+        details["entities"] = serde_json::json!(evidence.entities);
+        if let Some((index, total)) = found.runner_up {
+            details["runner_up"] = serde_json::json!({ "incident_id": self.ids[index], "total": total });
+        }
+        details
+    }
+}
+
+/// The evidence of an alert: entities of its labels, entities and terms of its title, detail
+/// and free text.
+fn alert_evidence(alert: &NormalizedAlert) -> Evidence {
+    let labels = alert
+        .labels
+        .iter()
+        .filter_map(|(key, value)| value.as_str().map(|value| (key.as_str(), value)));
+    let texts = std::iter::once(alert.title.as_str())
+        .chain(alert.detail.as_deref())
+        .chain(alert.free_text.iter().map(String::as_str));
+    Evidence::extract(labels, texts)
+}
+
+/// Sorted and deduplicated, as the correlator looks keys up ([`CandidateIncident::evidence`]).
+fn sorted_keys(keys: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut keys: Vec<String> = keys.into_iter().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
 }
 
 /// `BEGIN`, then a lock on every user of the batch, in one round trip and two statements (a
@@ -997,11 +1045,12 @@ async fn look_up(
                          'user_id', w.user_id, 'id', c.id, 'alert_title', c.alert_title,
                          'alert_service', c.alert_service, 'affected_services', c.affected_services,
                          'started_at', c.started_at, 'last_alert_at', c.last_alert_at,
-                         'correlated_alert_count', c.correlated_alert_count, 'version', c.version)), '[]')
+                         'correlated_alert_count', c.correlated_alert_count, 'version', c.version,
+                         'evidence', c.evidence)), '[]')
               FROM unnest($8::text[], $9::timestamptz[], $10::timestamptz[]) AS w(user_id, from_at, to_at)
               CROSS JOIN LATERAL (
                   SELECT i.id, i.alert_title, i.alert_service, i.affected_services, i.started_at, i.last_alert_at,
-                         i.correlated_alert_count, i.version
+                         i.correlated_alert_count, i.version, i.evidence
                   FROM incidents i
                   WHERE i.user_id = w.user_id AND i.status = 'investigating' AND i.takes_alerts
                     AND i.last_alert_at >= w.from_at AND i.started_at <= w.to_at

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use uuid::Uuid;
 use vigil_aggregates::{
-    correlation::{CorrelationConfig, EventKind},
+    correlation::{evidence::Evidence, CorrelationConfig, EventKind},
     incident::AlertInfo,
 };
 
@@ -36,7 +36,7 @@ pub async fn ingest(
     state.ingest.submit(user_id, alerts, posted).await
 }
 
-pub(super) fn alert_info(alert_id: i64, alert: &NormalizedAlert) -> AlertInfo {
+pub(super) fn alert_info(alert_id: i64, alert: &NormalizedAlert, evidence: &Evidence) -> AlertInfo {
     let mut metadata = serde_json::Map::new();
     metadata.insert("labels".into(), serde_json::Value::Object(alert.labels.clone()));
     for (name, value) in [
@@ -63,6 +63,7 @@ pub(super) fn alert_info(alert_id: i64, alert: &NormalizedAlert) -> AlertInfo {
         fired_at: alert.fired_at,
         source_url: alert.source_url.clone(),
         metadata: serde_json::Value::Object(metadata),
+        evidence: evidence.clone(),
     }
 }
 

@@ -4,6 +4,7 @@
 #[cfg(test)]
 mod tests;
 
+use crate::correlation::evidence::Evidence;
 use chrono::{DateTime, Utc};
 use cqrs_es::{event_sink::EventSink, Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
@@ -80,6 +81,10 @@ pub struct AlertInfo {
     pub source_url: Option<String>,
     /// Labels and links worth keeping (the correlated alert's `alert_metadata`).
     pub metadata: Value,
+    /// What the alert names (entities and terms), for correlation and the analysis. Absent from
+    /// events recorded before it was extracted.
+    #[serde(default, skip_serializing_if = "Evidence::is_empty")]
+    pub evidence: Evidence,
 }
 
 /// How an alert was matched to an incident.

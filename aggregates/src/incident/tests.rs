@@ -29,6 +29,7 @@ fn alert(source_alert_id: i64, service: &str) -> AlertInfo {
         fired_at: at(2),
         source_url: None,
         metadata: json!({}),
+        evidence: Default::default(),
     }
 }
 

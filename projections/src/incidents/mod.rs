@@ -243,6 +243,15 @@ impl<'a> Opening<'a> {
         }
         services
     }
+
+    /// The evidence keys of the opening alert and the joined ones (the statement dedupes them).
+    fn evidence(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.alert.evidence.keys().collect();
+        if let Some(joined) = &self.joined {
+            keys.extend(joined.evidence());
+        }
+        keys
+    }
 }
 
 /// Alerts that joined one incident (possibly none), up to the event at `version`, recorded at
@@ -304,6 +313,10 @@ impl<'a> AlertsJoined<'a> {
 
     fn services(&self) -> impl Iterator<Item = &'a str> + '_ {
         self.alerts.iter().filter_map(|alert| alert.service.as_deref())
+    }
+
+    fn evidence(&self) -> Vec<String> {
+        self.alerts.iter().flat_map(|alert| alert.evidence.keys()).collect()
     }
 
     fn latest(&self) -> Option<DateTime<Utc>> {
@@ -384,7 +397,7 @@ impl<'a> RowWrites<'a> {
         crate::renumbered(ROW_WRITES, first - 1)
     }
 
-    /// Binds the 25 parameters of [`RowWrites::ctes`], after those bound before.
+    /// Binds the 27 parameters of [`RowWrites::ctes`], after those bound before.
     pub fn bind<'q>(
         &'q self,
         query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
@@ -453,6 +466,13 @@ impl<'a> RowWrites<'a> {
             )
             .bind(self.joined.iter().map(AlertsJoined::latest).collect::<Vec<_>>())
             .bind(self.joined.iter().map(|group| group.filled).collect::<Vec<_>>())
+            .bind(self.openings.iter().map(|o| Json(o.evidence())).collect::<Vec<_>>())
+            .bind(
+                self.joined
+                    .iter()
+                    .map(|group| Json(group.evidence()))
+                    .collect::<Vec<_>>(),
+            )
     }
 }
 
@@ -460,17 +480,18 @@ impl<'a> RowWrites<'a> {
 const ROW_WRITES: &str = "opened AS (
         INSERT INTO incidents (id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
             alert_environment, alert_source_url, alert_metadata, started_at, last_alert_at, created_at, updated_at,
-            correlated_alert_count, affected_services, takes_alerts, version)
+            correlated_alert_count, affected_services, takes_alerts, version, evidence)
         SELECT id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
             alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined,
             ARRAY(SELECT DISTINCT unnest(ARRAY(SELECT jsonb_array_elements_text(services))) ORDER BY 1),
-            NOT filled, version
+            NOT filled, version,
+            (ARRAY(SELECT DISTINCT unnest(ARRAY(SELECT jsonb_array_elements_text(evidence))) ORDER BY 1))[1:4096]
         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
                 $8::text[], $9::text[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
-                $14::timestamptz[], $15::int[], $16::jsonb[], $17::bool[], $18::bigint[])
+                $14::timestamptz[], $15::int[], $16::jsonb[], $17::bool[], $18::bigint[], $26::jsonb[])
             AS o(id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
                  alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined, services,
-                 filled, version)
+                 filled, version, evidence)
     ), joined AS (
         UPDATE incidents SET
             correlated_alert_count = correlated_alert_count + u.joined,
@@ -479,10 +500,13 @@ const ROW_WRITES: &str = "opened AS (
                 ORDER BY 1),
             last_alert_at = GREATEST(last_alert_at, COALESCE(u.latest, last_alert_at)),
             takes_alerts = takes_alerts AND NOT u.filled,
+            evidence = CASE WHEN jsonb_array_length(u.evidence) = 0 THEN incidents.evidence ELSE
+                (ARRAY(SELECT DISTINCT unnest(incidents.evidence || ARRAY(SELECT jsonb_array_elements_text(u.evidence)))
+                       ORDER BY 1))[1:4096] END,
             updated_at = u.at, version = u.version
         FROM unnest($19::uuid[], $20::timestamptz[], $21::bigint[], $22::int[], $23::jsonb[], $24::timestamptz[],
-                $25::bool[])
-            AS u(id, at, version, joined, services, latest, filled)
+                $25::bool[], $27::jsonb[])
+            AS u(id, at, version, joined, services, latest, filled, evidence)
         WHERE incidents.id = u.id
         RETURNING incidents.id
     )";

@@ -334,6 +334,9 @@ pub struct CandidateRow {
     pub correlated_alert_count: i32,
     /// The last event sequence the row reflects.
     pub version: i64,
+    /// The evidence keys of its alerts (see `Evidence::keys`).
+    #[serde(default)]
+    pub evidence: Vec<String>,
 }
 
 /// A correlation candidate of one of the users asked about.
@@ -368,6 +371,7 @@ mod tests {
             fired_at: at(0),
             source_url: None,
             metadata: json!({ "labels": { "n": source_alert_id } }),
+            evidence: Default::default(),
         }
     }
 

@@ -168,6 +168,9 @@ pub struct NormalizedAlert {
     pub rule_name: Option<String>,
     /// Flat string labels or tags worth keeping.
     pub labels: Map<String, Value>,
+    /// Free text that says what broke beyond `title` and `detail` (a description, problem
+    /// details): read for the entities it names, not stored.
+    pub free_text: Vec<String>,
     /// What the alert keeps as its raw payload (`alert.rawPayload`).
     pub raw: RawPayload,
 }

@@ -70,9 +70,9 @@ fn parse_alert(
         (None, Some(key)) => key,
         _ => alert.require_id("fingerprint")?,
     };
-    let summary = alert
-        .object_or_empty("annotations")?
-        .first_text(&["summary", "description"])?;
+    let annotations = alert.object_or_empty("annotations")?;
+    let summary = annotations.first_text(&["summary", "description"])?;
+    let description = annotations.text("description")?;
     let alertname = labels.text("alertname")?;
     let title = alertname
         .clone()
@@ -105,6 +105,7 @@ fn parse_alert(
         panel_url: alert.text("panelURL")?,
         rule_name: alertname,
         labels: labels.scalar_labels(),
+        free_text: description.into_iter().collect(),
         raw,
     })
 }

@@ -55,6 +55,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         panel_url: None,
         rule_name: None,
         labels: labels(&incident)?,
+        free_text: Vec::new(),
         raw: RawPayload::Whole,
     }))
 }

@@ -70,6 +70,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         panel_url: None,
         rule_name: Some(alarm.name),
         labels: alarm.labels,
+        free_text: Vec::new(),
         raw: RawPayload::Whole,
     }))
 }

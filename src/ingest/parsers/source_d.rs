@@ -57,6 +57,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         panel_url: None,
         rule_name: None,
         labels: tags_to_labels(&tags),
+        free_text: Vec::new(),
         raw: RawPayload::Whole,
     })
 }

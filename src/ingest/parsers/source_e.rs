@@ -40,6 +40,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         panel_url: None,
         rule_name: Some(search_name),
         labels: result_labels(&result),
+        free_text: Vec::new(),
         raw: RawPayload::Whole,
     })
 }

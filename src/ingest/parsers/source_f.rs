@@ -58,6 +58,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         panel_url: None,
         rule_name: Some(job_name),
         labels: labels(&root)?,
+        free_text: Vec::new(),
         raw: RawPayload::Whole,
     }))
 }

@@ -42,8 +42,18 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         panel_url: None,
         rule_name: None,
         labels: labels(&tags, problem_id, root.text("ProblemImpact")?),
+        free_text: problem_text(&root)?,
         raw: RawPayload::Whole,
     })
+}
+
+/// The problem's details and the names of every impacted entity (a process group, a host).
+fn problem_text(root: &Obj<'_>) -> Result<Vec<String>, ParseError> {
+    let mut text: Vec<String> = root.text("ProblemDetailsText")?.into_iter().collect();
+    for entity in root.objects("ImpactedEntities")? {
+        text.extend(entity.text("name")?);
+    }
+    Ok(text)
 }
 
 /// The name of the first impacted entity of type SERVICE.

@@ -51,6 +51,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         panel_url: None,
         rule_name: condition_name,
         labels: labels(&tags, &alerts)?,
+        free_text: Vec::new(),
         raw: RawPayload::Whole,
     })
 }

@@ -1,0 +1,283 @@
+//! How an alert's service relates to an incident's: the same service, one naming the other (a
+//! caller's error text naming its dependency is a learned edge of the topology), a specific
+//! entity both name (an address, a DNS name, a host), or sibling names (`claims-api` and
+//! `claims-portal`).
+//!
+//! Shared entities and sibling names count for less when other open incidents share them too:
+//! `10.20.4.31:6379` named by one incident says a lot, named by five it says little.
+
+use serde::{Deserialize, Serialize};
+
+use super::evidence::term_key;
+
+/// One service naming the other.
+pub const MENTION_SCORE: f64 = 0.9;
+/// A specific entity named by both, divided by the open incidents that name it.
+pub const SHARED_ENTITY_SCORE: f64 = 0.85;
+/// Service names with the same leading part, divided by the open incidents that have one.
+pub const SIBLING_SCORE: f64 = 0.85;
+/// The most indirect evidence can add up to: below the same service.
+pub const MAX_INDIRECT_SCORE: f64 = 0.95;
+
+/// Name parts that say what a service is, not which: stripped before names are compared.
+#[rustfmt::skip]
+pub const GENERIC_NAME_PARTS: &[&str] = &[
+    "api", "svc", "service", "services", "web", "app", "apps", "server", "worker", "workers", "backend",
+    "frontend", "bff", "ui", "gateway", "gw", "prod", "production", "staging", "stage", "dev", "main", "core",
+    "v1", "v2", "v3", "http", "grpc", "internal", "public", "portal", "site", "db", "node", "host",
+];
+
+/// What the relation rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RelationKind {
+    SameService,
+    /// The alert's text names one of the incident's services.
+    Mentions,
+    /// The incident's alerts name the alert's service.
+    MentionedBy,
+    /// Shared entities and/or sibling names.
+    SharedEvidence,
+    None,
+}
+
+/// The relation sub-score and what it rests on (stored in `correlation_details.relation`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Relation {
+    pub score: f64,
+    pub kind: RelationKind,
+    /// The topology edge, `caller -> dependency`, for a mention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Entity keys (`kind=value`) both name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_entities: Vec<String>,
+    /// Open incidents naming the rarest shared entity (this one included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity_incidents: Option<usize>,
+    /// The leading name part of sibling services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sibling: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sibling_incidents: Option<usize>,
+}
+
+impl Relation {
+    fn of(kind: RelationKind, score: f64) -> Self {
+        Self {
+            score,
+            kind,
+            path: None,
+            shared_entities: Vec::new(),
+            entity_incidents: None,
+            sibling: None,
+            sibling_incidents: None,
+        }
+    }
+
+    pub fn none() -> Self {
+        Self::of(RelationKind::None, 0.0)
+    }
+}
+
+/// What an alert and one incident have in common, before it is weighed against the other open
+/// incidents.
+#[derive(Debug, Clone, Default)]
+pub struct Common<'a> {
+    same_service: bool,
+    mention: Option<(RelationKind, String)>,
+    /// Shared entity keys (terms excluded).
+    shared: Vec<&'a str>,
+    sibling: Option<String>,
+}
+
+impl Common<'_> {
+    /// The shared keys, to count the incidents that name each.
+    pub fn shared(&self) -> &[&str] {
+        &self.shared
+    }
+
+    pub fn sibling(&self) -> Option<&str> {
+        self.sibling.as_deref()
+    }
+}
+
+/// The lowercase parts of a service name: `Fare-Quote_svc` gives fare, quote, svc.
+pub fn name_parts(service: &str) -> Vec<String> {
+    service
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|p| !p.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// The parts that say which service it is (generic parts dropped).
+fn core_parts(parts: &[String]) -> Vec<&str> {
+    parts
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !GENERIC_NAME_PARTS.contains(p))
+        .collect()
+}
+
+/// Whether text with these sorted evidence keys names `service`: its whole name, or its core
+/// when that has two parts or more (`fare-quote` for `fare-quote-svc`).
+pub fn mentions(evidence: &[String], service: &str) -> bool {
+    let parts = name_parts(service);
+    let full = parts.join("-");
+    let contains = |term: &str| evidence.binary_search(&term_key(term)).is_ok();
+    if full.len() >= 4 && !GENERIC_NAME_PARTS.contains(&full.as_str()) && contains(&full) {
+        return true;
+    }
+    let core = core_parts(&parts);
+    core.len() >= 2 && core.len() < parts.len() && contains(&core.join("-"))
+}
+
+/// The leading part of a service name when it is distinctive (4 characters or more, not
+/// generic, not a number): siblings share it.
+pub fn leading_part(service: &str) -> Option<String> {
+    let first = name_parts(service).into_iter().next()?;
+    let distinctive =
+        first.len() >= 4 && !GENERIC_NAME_PARTS.contains(&first.as_str()) && !first.bytes().all(|b| b.is_ascii_digit());
+    distinctive.then_some(first)
+}
+
+fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim(), b.trim());
+    !a.is_empty() && name_parts(a) == name_parts(b)
+}
+
+/// What `alert_service` with `alert_evidence` (sorted keys) has in common with an incident of
+/// `services` and `evidence` (sorted keys).
+pub fn common<'a>(
+    alert_service: Option<&str>,
+    alert_evidence: &'a [String],
+    services: &[&str],
+    evidence: &[String],
+) -> Common<'a> {
+    let mut common = Common::default();
+    if let Some(service) = alert_service.filter(|s| !s.trim().is_empty()) {
+        if services.iter().any(|other| same_name(service, other)) {
+            common.same_service = true;
+            return common;
+        }
+        if mentions(evidence, service) {
+            let caller = services.first().copied().unwrap_or_default();
+            common.mention = Some((RelationKind::MentionedBy, format!("{caller} -> {service}")));
+        } else if let Some(named) = services.iter().find(|other| mentions(alert_evidence, other)) {
+            common.mention = Some((RelationKind::Mentions, format!("{service} -> {named}")));
+        }
+        if let Some(lead) = leading_part(service) {
+            if services
+                .iter()
+                .any(|other| leading_part(other).as_deref() == Some(lead.as_str()))
+            {
+                common.sibling = Some(lead);
+            }
+        }
+    }
+    common.shared = alert_evidence
+        .iter()
+        .filter(|key| !key.starts_with("t:") && evidence.binary_search(key).is_ok())
+        .map(String::as_str)
+        .collect();
+    common
+}
+
+/// Weighs what is in common: `entity_incidents` open incidents name the rarest shared entity,
+/// `sibling_incidents` have a sibling service (each at least 1, this incident).
+pub fn relation(common: &Common<'_>, entity_incidents: usize, sibling_incidents: usize) -> Relation {
+    if common.same_service {
+        return Relation::of(RelationKind::SameService, 1.0);
+    }
+    if let Some((kind, path)) = &common.mention {
+        let mut relation = Relation::of(*kind, MENTION_SCORE);
+        relation.path = Some(path.clone());
+        relation.shared_entities = common.shared.iter().map(|k| (*k).to_owned()).collect();
+        return relation;
+    }
+    let mut relation = Relation::none();
+    let mut score = 0.0;
+    if !common.shared.is_empty() {
+        let n = entity_incidents.max(1);
+        score += SHARED_ENTITY_SCORE / n as f64;
+        relation.shared_entities = common.shared.iter().map(|k| (*k).to_owned()).collect();
+        relation.entity_incidents = Some(n);
+    }
+    if let Some(lead) = &common.sibling {
+        let n = sibling_incidents.max(1);
+        score += SIBLING_SCORE / n as f64;
+        relation.sibling = Some(lead.clone());
+        relation.sibling_incidents = Some(n);
+    }
+    if score > 0.0 {
+        relation.kind = RelationKind::SharedEvidence;
+        relation.score = score.min(MAX_INDIRECT_SCORE);
+    }
+    relation
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(terms: &[&str], entities: &[&str]) -> Vec<String> {
+        let mut keys: Vec<String> = terms
+            .iter()
+            .map(|t| term_key(t))
+            .chain(entities.iter().map(|e| (*e).to_owned()))
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    #[test]
+    fn a_name_is_mentioned_whole_or_by_a_core_of_two_parts() {
+        assert!(mentions(&keys(&["upstream", "subscriber-api"], &[]), "subscriber-api"));
+        assert!(mentions(&keys(&["fare-quote", "pricing"], &[]), "fare-quote-svc"));
+        assert!(mentions(&keys(&["subcache"], &[]), "subcache"));
+        // A single core part is a word, not a name: "docs" does not name docs-api.
+        assert!(!mentions(&keys(&["docs", "usage"], &[]), "docs-api"));
+        assert!(!mentions(&keys(&["api"], &[]), "api"));
+    }
+
+    #[test]
+    fn siblings_share_a_distinctive_leading_part() {
+        assert_eq!(leading_part("claims-api").as_deref(), Some("claims"));
+        assert_eq!(leading_part("api-gateway"), None);
+        assert_eq!(leading_part("hr-portal"), None, "too short");
+    }
+
+    #[test]
+    fn the_same_service_is_the_strongest_relation() {
+        let c = common(Some("Checkout-API"), &[], &["checkout-api"], &[]);
+        assert_eq!(relation(&c, 1, 1).kind, RelationKind::SameService);
+        assert_eq!(relation(&c, 1, 1).score, 1.0);
+    }
+
+    #[test]
+    fn a_dependency_named_by_the_incident_is_an_edge() {
+        let incident = keys(&["dial", "ledger-db"], &[]);
+        let c = common(Some("ledger-db"), &[], &["payments-api"], &incident);
+        let r = relation(&c, 1, 1);
+        assert_eq!((r.kind, r.score), (RelationKind::MentionedBy, MENTION_SCORE));
+        assert_eq!(r.path.as_deref(), Some("payments-api -> ledger-db"));
+    }
+
+    #[test]
+    fn shared_entities_weigh_less_when_other_incidents_name_them() {
+        let alert = keys(&[], &["endpoint=10.1.2.3:6379"]);
+        let incident = keys(&["x"], &["endpoint=10.1.2.3:6379", "ip=10.1.2.3"]);
+        let c = common(Some("billing"), &alert, &["orders"], &incident);
+        assert_eq!(c.shared(), ["endpoint=10.1.2.3:6379"]);
+        assert_eq!(relation(&c, 1, 1).score, SHARED_ENTITY_SCORE);
+        assert_eq!(relation(&c, 4, 1).score, SHARED_ENTITY_SCORE / 4.0);
+    }
+
+    #[test]
+    fn shared_terms_alone_are_no_relation() {
+        let alert = keys(&["timeout", "redis"], &[]);
+        let c = common(Some("billing"), &alert, &["orders"], &alert);
+        assert_eq!(relation(&c, 1, 1).kind, RelationKind::None);
+    }
+}

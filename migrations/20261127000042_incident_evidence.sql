@@ -1,0 +1,5 @@
+-- What an incident's alerts name (correlation by shared entities and mentioned services): the keys
+-- of each alert's evidence (`kind=value` for a specific entity, `t:term` for a term of its text),
+-- folded in by the incidents projection as alerts join. Incidents projected before this are
+-- rebuilt with theirs by `vigil replay --projection incidents` (events recorded before keep none).
+ALTER TABLE incidents ADD COLUMN evidence text[] NOT NULL DEFAULT '{}';
