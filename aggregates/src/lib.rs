@@ -6,3 +6,4 @@ pub mod connection;
 pub mod correlation;
 pub mod incident;
 pub mod incident_analysis;
+pub mod signatures;
