@@ -215,7 +215,11 @@ pub struct Config {
     pub deployment_correlation_window_secs: i64,
 
     /// Weights of the service, time and semantic sub-scores, comma-separated.
-    #[arg(long, env = "CORRELATION_WEIGHTS", value_delimiter = ',', num_args = 3, default_values_t = [0.5, 0.3, 0.2])]
+    #[arg(long, env = "CORRELATION_WEIGHTS", value_delimiter = ',', num_args = 3, default_values_t = [
+        vigil_aggregates::correlation::DEFAULT_SERVICE_WEIGHT,
+        vigil_aggregates::correlation::DEFAULT_TIME_WEIGHT,
+        vigil_aggregates::correlation::DEFAULT_SEMANTIC_WEIGHT,
+    ])]
     pub correlation_weights: Vec<f64>,
 
     /// Total score (0 to 1) at which an alert joins an open incident.

@@ -98,7 +98,12 @@ pub fn matching(text: &str) -> Vec<&'static Signature> {
     for hit in matcher.find_overlapping_iter(text) {
         found[owners[hit.pattern().as_usize()]] = true;
     }
-    CATALOG.iter().zip(found).filter(|(_, hit)| *hit).map(|(s, _)| s).collect()
+    CATALOG
+        .iter()
+        .zip(found)
+        .filter(|(_, hit)| *hit)
+        .map(|(s, _)| s)
+        .collect()
 }
 
 /// The signature of this id.
@@ -160,8 +165,16 @@ mod tests {
     #[test]
     fn ids_are_unique_and_phrases_lowercase() {
         for (i, signature) in CATALOG.iter().enumerate() {
-            assert!(CATALOG[..i].iter().all(|other| other.id != signature.id), "{} twice", signature.id);
-            assert!(signature.phrases.iter().all(|p| *p == p.to_lowercase()), "{}", signature.id);
+            assert!(
+                CATALOG[..i].iter().all(|other| other.id != signature.id),
+                "{} twice",
+                signature.id
+            );
+            assert!(
+                signature.phrases.iter().all(|p| *p == p.to_lowercase()),
+                "{}",
+                signature.id
+            );
             assert!((0.0..=1.0).contains(&signature.confidence));
         }
     }

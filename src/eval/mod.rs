@@ -38,6 +38,9 @@ pub struct EvalOptions {
     /// Print each scenario's incidents and analysis text, not only its scores.
     #[arg(long)]
     pub verbose: bool,
+    /// Keep the scratch database afterwards (its name is logged), to inspect the incidents.
+    #[arg(long)]
+    pub keep_database: bool,
 }
 
 impl EvalOptions {

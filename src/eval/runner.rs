@@ -28,7 +28,11 @@ const POLL_INTERVAL: Duration = Duration::from_millis(200);
 pub async fn run(config: &Config, scenarios: &[Scenario], options: &EvalOptions) -> anyhow::Result<Report> {
     let scratch = ScratchDatabase::create(config.database_url.expose()).await?;
     let outcome = run_on(config, &scratch.url, scenarios, options).await;
-    scratch.drop().await;
+    if options.keep_database {
+        tracing::warn!(database = %scratch.name(), "the scratch database is kept");
+    } else {
+        scratch.drop().await;
+    }
     outcome
 }
 
@@ -264,6 +268,10 @@ impl ScratchDatabase {
             .await
             .context("creating the scratch database")?;
         Ok(Self { url })
+    }
+
+    fn name(&self) -> &str {
+        self.url.rsplit('/').next().unwrap_or_default()
     }
 
     async fn drop(self) {

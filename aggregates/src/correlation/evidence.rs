@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::signatures;
+
 /// What kind of thing an entity is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -144,6 +146,9 @@ pub struct Evidence {
     /// parts), in the order first seen.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub terms: Vec<String>,
+    /// The failure kinds its text shows ([`crate::signatures`] ids), in catalog order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<String>,
 }
 
 impl Evidence {
@@ -167,23 +172,39 @@ impl Evidence {
         }
         for text in texts {
             found.scan(text, true);
+            for signature in signatures::matching(cut(text, MAX_TEXT_BYTES)) {
+                if !found.failures.contains(&signature.id) {
+                    found.failures.push(signature.id);
+                }
+            }
         }
         found.finish()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entities.is_empty() && self.terms.is_empty()
+        self.entities.is_empty() && self.terms.is_empty() && self.failures.is_empty()
     }
 
-    /// The keys an incident keeps of this evidence: its specific entities (`kind=value`) and
-    /// its terms (`t:term`).
+    /// The keys an incident keeps of this evidence: its specific entities (`kind=value`), its
+    /// distinctive failure kinds (`f:id`) and its terms (`t:term`).
     pub fn keys(&self) -> impl Iterator<Item = String> + '_ {
+        let distinctive = self
+            .failures
+            .iter()
+            .filter(|id| signatures::by_id(id).is_some_and(|s| s.distinctive))
+            .map(|id| failure_key(id));
         self.entities
             .iter()
             .filter(|entity| entity.kind.is_specific())
             .map(Entity::key)
+            .chain(distinctive)
             .chain(self.terms.iter().map(|term| term_key(term)))
     }
+}
+
+/// How a failure kind is kept among an incident's evidence keys.
+pub fn failure_key(id: &str) -> String {
+    format!("f:{id}")
 }
 
 /// How a term is kept among an incident's evidence keys.
@@ -193,6 +214,7 @@ pub fn term_key(term: &str) -> String {
 
 #[derive(Default)]
 struct Collector {
+    failures: Vec<&'static str>,
     entities: Vec<Entity>,
     terms: Vec<String>,
     seen_terms: std::collections::HashSet<String>,
@@ -305,6 +327,7 @@ impl Collector {
         Evidence {
             entities: self.entities,
             terms: self.terms,
+            failures: self.failures.into_iter().map(str::to_owned).collect(),
         }
     }
 }

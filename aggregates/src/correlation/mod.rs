@@ -440,7 +440,13 @@ pub fn score(alert: &NewAlert, candidate: &CandidateIncident, config: &Correlati
         &services,
         &candidate.evidence,
     );
-    score_with(alert, candidate, config, nearest, relation::relation(&common, 1, 1))
+    score_with(
+        alert,
+        candidate,
+        config,
+        nearest,
+        relation::relation(&common, relation::Sharing::ALONE),
+    )
 }
 
 fn score_with(
@@ -515,18 +521,46 @@ pub fn best_match(alert: &NewAlert, candidates: &[CandidateIncident], config: &C
             Some((index, nearest, common))
         })
         .collect();
-    // How many eligible candidates share each entity key and each sibling name.
-    let mut sharing: HashMap<&str, usize> = HashMap::new();
+    // How many eligible candidates share each entity key, failure key and sibling name.
+    let mut counts: HashMap<&str, usize> = HashMap::new();
     for (_, _, common) in &eligible {
-        for key in common.shared().iter().copied().chain(common.sibling()) {
-            *sharing.entry(key).or_default() += 1;
+        let keys = common
+            .shared()
+            .iter()
+            .chain(common.failures())
+            .copied()
+            .chain(common.sibling())
+            .chain(common.name_part());
+        for key in keys {
+            *counts.entry(key).or_default() += 1;
         }
     }
+    // A name part counts every open incident that uses the word, in its text or its services'
+    // names: a common word ("status", "events") identifies none of them.
+    for (_, _, common) in &eligible {
+        if let Some(part) = common.name_part() {
+            if let Some(count) = counts.get_mut(part) {
+                *count = eligible
+                    .iter()
+                    .filter(|(index, _, _)| {
+                        let candidate = &candidates[*index];
+                        relation::uses_part(&candidate.services(), &candidate.evidence, part)
+                    })
+                    .count()
+                    .max(*count);
+            }
+        }
+    }
+    let rarest = |keys: &[&str]| keys.iter().map(|key| counts[key]).min().unwrap_or(1);
     let mut ranked: Vec<(usize, DateTime<Utc>, Score)> = Vec::new();
     for (index, nearest, common) in &eligible {
-        let entity_incidents = common.shared().iter().map(|key| sharing[key]).min().unwrap_or(1);
-        let sibling_incidents = common.sibling().map_or(1, |lead| sharing[lead]);
-        let relation = relation::relation(common, entity_incidents, sibling_incidents);
+        let sharing = relation::Sharing {
+            entity: rarest(common.shared()),
+            sibling: common.sibling().map_or(1, |lead| counts[lead]),
+            failure: rarest(common.failures()),
+            name_part: common.name_part().map_or(1, |part| counts[part]),
+        };
+        let relation = relation::relation(common, sharing);
         let score = score_with(alert, &candidates[*index], config, Some(*nearest), relation);
         if score.correlates() {
             ranked.push((*index, *nearest, score));

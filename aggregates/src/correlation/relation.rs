@@ -16,6 +16,12 @@ pub const MENTION_SCORE: f64 = 0.9;
 pub const SHARED_ENTITY_SCORE: f64 = 0.85;
 /// Service names with the same leading part, divided by the open incidents that have one.
 pub const SIBLING_SCORE: f64 = 0.85;
+/// One side's text naming a distinctive part of the other's service name (`add-to-cart failures`
+/// and `cart-redis`), divided by the open incidents with a service of that part.
+pub const NAME_PART_SCORE: f64 = 0.75;
+/// A distinctive failure kind shown by both (a DNS failure, a lost quorum), divided by the open
+/// incidents that show it.
+pub const SHARED_FAILURE_SCORE: f64 = 0.4;
 /// The most indirect evidence can add up to: below the same service.
 pub const MAX_INDIRECT_SCORE: f64 = 0.95;
 
@@ -60,6 +66,16 @@ pub struct Relation {
     pub sibling: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sibling_incidents: Option<usize>,
+    /// A name part of one side's service named in the other's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_part: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_part_incidents: Option<usize>,
+    /// Distinctive failure kinds both show.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_failures: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_incidents: Option<usize>,
 }
 
 impl Relation {
@@ -72,6 +88,10 @@ impl Relation {
             entity_incidents: None,
             sibling: None,
             sibling_incidents: None,
+            shared_failures: Vec::new(),
+            failure_incidents: None,
+            name_part: None,
+            name_part_incidents: None,
         }
     }
 
@@ -86,9 +106,13 @@ impl Relation {
 pub struct Common<'a> {
     same_service: bool,
     mention: Option<(RelationKind, String)>,
-    /// Shared entity keys (terms excluded).
+    /// Shared entity keys.
     shared: Vec<&'a str>,
+    /// Shared distinctive failure keys.
+    failures: Vec<&'a str>,
     sibling: Option<String>,
+    /// A distinctive name part of one side's service named in the other's text.
+    name_part: Option<String>,
 }
 
 impl Common<'_> {
@@ -99,6 +123,14 @@ impl Common<'_> {
 
     pub fn sibling(&self) -> Option<&str> {
         self.sibling.as_deref()
+    }
+
+    pub fn failures(&self) -> &[&str] {
+        &self.failures
+    }
+
+    pub fn name_part(&self) -> Option<&str> {
+        self.name_part.as_deref()
     }
 }
 
@@ -142,6 +174,33 @@ pub fn leading_part(service: &str) -> Option<String> {
     distinctive.then_some(first)
 }
 
+/// The part of a service name that names its domain: its distinctive leading part (`cart` of
+/// `cart-redis`); later parts say what kind of component it is (`address-check`, `ch-events-03`).
+fn distinctive_parts(service: &str) -> impl Iterator<Item = String> {
+    leading_part(service)
+        .into_iter()
+        .filter(|p| !p.bytes().any(|b| b.is_ascii_digit()))
+}
+
+/// Whether an incident of `services` with these sorted evidence keys has `part` in its text or
+/// among its services' name parts: how common a word is among the open incidents.
+pub fn uses_part(services: &[&str], evidence: &[String], part: &str) -> bool {
+    names_part(evidence, part)
+        || services
+            .iter()
+            .any(|service| distinctive_parts(service).any(|p| p == part))
+}
+
+/// Whether text with these sorted evidence keys has the word `part`, or its plural or singular.
+fn names_part(evidence: &[String], part: &str) -> bool {
+    let has = |word: &str| evidence.binary_search(&term_key(word)).is_ok();
+    has(part)
+        || part
+            .strip_suffix('s')
+            .is_some_and(|singular| singular.len() >= 4 && has(singular))
+        || has(&format!("{part}s"))
+}
+
 fn same_name(a: &str, b: &str) -> bool {
     let (a, b) = (a.trim(), b.trim());
     !a.is_empty() && name_parts(a) == name_parts(b)
@@ -175,18 +234,52 @@ pub fn common<'a>(
                 common.sibling = Some(lead);
             }
         }
+        // A symptom names the backend it depends on by its domain word, not the other way round.
+        if common.mention.is_none() && common.sibling.is_none() {
+            common.name_part = services
+                .iter()
+                .flat_map(|other| distinctive_parts(other))
+                .find(|part| names_part(alert_evidence, part));
+        }
     }
-    common.shared = alert_evidence
+    for key in alert_evidence
         .iter()
         .filter(|key| !key.starts_with("t:") && evidence.binary_search(key).is_ok())
-        .map(String::as_str)
-        .collect();
+    {
+        if key.starts_with("f:") {
+            common.failures.push(key);
+        } else {
+            common.shared.push(key);
+        }
+    }
     common
 }
 
-/// Weighs what is in common: `entity_incidents` open incidents name the rarest shared entity,
-/// `sibling_incidents` have a sibling service (each at least 1, this incident).
-pub fn relation(common: &Common<'_>, entity_incidents: usize, sibling_incidents: usize) -> Relation {
+/// How many open incidents (this one included, so at least 1) share each kind of evidence.
+#[derive(Debug, Clone, Copy)]
+pub struct Sharing {
+    /// Name the rarest shared entity.
+    pub entity: usize,
+    /// Have a sibling service.
+    pub sibling: usize,
+    /// Show the rarest shared failure kind.
+    pub failure: usize,
+    /// Have a service with the named part.
+    pub name_part: usize,
+}
+
+impl Sharing {
+    /// Nothing shared with any other open incident.
+    pub const ALONE: Self = Self {
+        entity: 1,
+        sibling: 1,
+        failure: 1,
+        name_part: 1,
+    };
+}
+
+/// Weighs what is in common against how many open incidents share it.
+pub fn relation(common: &Common<'_>, sharing: Sharing) -> Relation {
     if common.same_service {
         return Relation::of(RelationKind::SameService, 1.0);
     }
@@ -199,16 +292,32 @@ pub fn relation(common: &Common<'_>, entity_incidents: usize, sibling_incidents:
     let mut relation = Relation::none();
     let mut score = 0.0;
     if !common.shared.is_empty() {
-        let n = entity_incidents.max(1);
+        let n = sharing.entity.max(1);
         score += SHARED_ENTITY_SCORE / n as f64;
         relation.shared_entities = common.shared.iter().map(|k| (*k).to_owned()).collect();
         relation.entity_incidents = Some(n);
     }
     if let Some(lead) = &common.sibling {
-        let n = sibling_incidents.max(1);
+        let n = sharing.sibling.max(1);
         score += SIBLING_SCORE / n as f64;
         relation.sibling = Some(lead.clone());
         relation.sibling_incidents = Some(n);
+    }
+    if let Some(part) = &common.name_part {
+        let n = sharing.name_part.max(1);
+        score += NAME_PART_SCORE / n as f64;
+        relation.name_part = Some(part.clone());
+        relation.name_part_incidents = Some(n);
+    }
+    if !common.failures.is_empty() {
+        let n = sharing.failure.max(1);
+        score += SHARED_FAILURE_SCORE / n as f64;
+        relation.shared_failures = common
+            .failures
+            .iter()
+            .map(|k| k.trim_start_matches("f:").to_owned())
+            .collect();
+        relation.failure_incidents = Some(n);
     }
     if score > 0.0 {
         relation.kind = RelationKind::SharedEvidence;
@@ -251,15 +360,15 @@ mod tests {
     #[test]
     fn the_same_service_is_the_strongest_relation() {
         let c = common(Some("Checkout-API"), &[], &["checkout-api"], &[]);
-        assert_eq!(relation(&c, 1, 1).kind, RelationKind::SameService);
-        assert_eq!(relation(&c, 1, 1).score, 1.0);
+        assert_eq!(relation(&c, Sharing::ALONE).kind, RelationKind::SameService);
+        assert_eq!(relation(&c, Sharing::ALONE).score, 1.0);
     }
 
     #[test]
     fn a_dependency_named_by_the_incident_is_an_edge() {
         let incident = keys(&["dial", "ledger-db"], &[]);
         let c = common(Some("ledger-db"), &[], &["payments-api"], &incident);
-        let r = relation(&c, 1, 1);
+        let r = relation(&c, Sharing::ALONE);
         assert_eq!((r.kind, r.score), (RelationKind::MentionedBy, MENTION_SCORE));
         assert_eq!(r.path.as_deref(), Some("payments-api -> ledger-db"));
     }
@@ -270,14 +379,42 @@ mod tests {
         let incident = keys(&["x"], &["endpoint=10.1.2.3:6379", "ip=10.1.2.3"]);
         let c = common(Some("billing"), &alert, &["orders"], &incident);
         assert_eq!(c.shared(), ["endpoint=10.1.2.3:6379"]);
-        assert_eq!(relation(&c, 1, 1).score, SHARED_ENTITY_SCORE);
-        assert_eq!(relation(&c, 4, 1).score, SHARED_ENTITY_SCORE / 4.0);
+        assert_eq!(relation(&c, Sharing::ALONE).score, SHARED_ENTITY_SCORE);
+        assert_eq!(
+            relation(
+                &c,
+                Sharing {
+                    entity: 4,
+                    ..Sharing::ALONE
+                }
+            )
+            .score,
+            SHARED_ENTITY_SCORE / 4.0
+        );
+    }
+
+    #[test]
+    fn a_symptom_naming_a_backend_by_its_domain_word_is_a_weaker_relation() {
+        let alert = keys(&["add-to-cart", "cart", "failures"], &[]);
+        let c = common(Some("storefront"), &alert, &["cart-redis"], &[]);
+        assert_eq!(c.name_part(), Some("cart"));
+        assert_eq!(relation(&c, Sharing::ALONE).score, NAME_PART_SCORE);
+        let plural = keys(&["permit", "checkout"], &[]);
+        assert_eq!(
+            common(Some("trailpass-web"), &plural, &["permits-api"], &[]).name_part(),
+            Some("permits")
+        );
+        let generic = keys(&["portal", "api"], &[]);
+        assert_eq!(
+            common(Some("hr-portal"), &generic, &["loan-portal"], &[]).name_part(),
+            None
+        );
     }
 
     #[test]
     fn shared_terms_alone_are_no_relation() {
         let alert = keys(&["timeout", "redis"], &[]);
         let c = common(Some("billing"), &alert, &["orders"], &alert);
-        assert_eq!(relation(&c, 1, 1).kind, RelationKind::None);
+        assert_eq!(relation(&c, Sharing::ALONE).kind, RelationKind::None);
     }
 }
