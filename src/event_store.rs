@@ -106,6 +106,7 @@ impl EventStore {
             reactors: vec![
                 Arc::new(crate::analysis::rca::rca_reactor(db.clone())),
                 Arc::new(crate::analysis::postmortem::postmortem_reactor(db.clone())),
+                Arc::new(crate::ingest::bridging::bridge_reactor(db.clone())),
             ],
         }
     }

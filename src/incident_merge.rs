@@ -26,11 +26,13 @@ const MAX_ATTEMPTS: u32 = 8;
 const UNIQUE_VIOLATION: &str = "23505";
 const DEADLOCK_DETECTED: &str = "40P01";
 
-/// Merges `source_id` into `target_id` for `user_id`: both events or neither. 404 when either is
-/// not the user's, 409 when either is merged already, 400 for a self-merge.
+/// Merges `source_id` into `target_id` for `user_id`, as `actor` (the user, or the correlator
+/// merging incidents an alert bridged): both events or neither. 404 when either is not the
+/// user's, 409 when either is merged already, 400 for a self-merge.
 pub async fn merge(
     db: &PgPool,
     announcer: &AppendAnnouncer,
+    actor: Actor<'_>,
     user_id: &str,
     source_id: Uuid,
     target_id: Uuid,
@@ -38,7 +40,7 @@ pub async fn merge(
     let projector = Projector::new(db.clone(), IncidentsReadModel);
     for attempt in 1..=MAX_ATTEMPTS {
         let mut tx = db.begin().await?;
-        let merged = match try_merge(&mut tx, &projector, user_id, source_id, target_id).await {
+        let merged = match try_merge(&mut tx, &projector, &actor, user_id, source_id, target_id).await {
             Ok(()) => tx.commit().await.map_err(Attempt::from),
             Err(failed) => {
                 // Now, not when dropped: a lost race waits below, and must not hold its locks.
@@ -103,6 +105,7 @@ impl From<IncidentError> for Attempt {
 async fn try_merge(
     conn: &mut PgConnection,
     projector: &Projector<Incident, IncidentsReadModel>,
+    actor: &Actor<'_>,
     user_id: &str,
     source_id: Uuid,
     target_id: Uuid,
@@ -128,10 +131,9 @@ async fn try_merge(
             )),
             other => other.into(),
         })?;
-    let actor = Actor::User(user_id);
     let mut streams = [
-        (source_id, envelopes(source_id, source_sequence, merged, &actor)),
-        (target_id, envelopes(target_id, target_sequence, absorbed, &actor)),
+        (source_id, envelopes(source_id, source_sequence, merged, actor)),
+        (target_id, envelopes(target_id, target_sequence, absorbed, actor)),
     ];
     // One order for every writer of a pair, so that two merges of the same incidents in opposite
     // directions meet on the first stream (one waits, then loses) rather than deadlock.

@@ -34,9 +34,11 @@ pub fn postmortem_reactor(db: sqlx::PgPool) -> JobReactor {
         name: "reactor_postmortem",
         db,
         event_type: "ResolutionRequested",
-        job: |event| {
-            NewJob::new(POSTMORTEM_JOB, json!({ "incident_id": event.aggregate_id }))
-                .unique_key(job_key(&event.aggregate_id, event.sequence))
+        jobs: |event| {
+            vec![
+                NewJob::new(POSTMORTEM_JOB, json!({ "incident_id": event.aggregate_id }))
+                    .unique_key(job_key(&event.aggregate_id, event.sequence)),
+            ]
         },
     }
 }
@@ -337,6 +339,7 @@ fn describe(kind: &str, payload: &Value) -> String {
         "ChatSessionLinked" => "analysis conversation opened".into(),
         "ActiveTabChanged" => format!("view switched to {}", text("tab")),
         "IncidentTouched" => "incident updated".into(),
+        "AlertBridged" => "the alert also relates to other open incidents; they are merged".into(),
         other => other.to_owned(),
     }
 }

@@ -3,7 +3,7 @@
 //! aggregates (thoughts, suggestions, summary, analysis status, the RCA chat session).
 
 use async_trait::async_trait;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{Duration, Utc};
 use cqrs_es::AggregateError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -50,10 +50,10 @@ pub fn rca_reactor(db: sqlx::PgPool) -> JobReactor {
         name: "reactor_rca",
         db,
         event_type: "IncidentOpened",
-        job: |event| {
+        jobs: |event| {
             let opened = &event.payload["IncidentOpened"];
             let payload = json!({ "incident_id": event.aggregate_id, "user_id": opened["user_id"] });
-            NewJob::new(RCA_JOB, payload).unique_key(format!("rca:incident:{}", event.aggregate_id))
+            vec![NewJob::new(RCA_JOB, payload).unique_key(format!("rca:incident:{}", event.aggregate_id))]
         },
     }
 }
@@ -284,8 +284,8 @@ impl RcaHandler {
         Ok(())
     }
 
-    /// What the analyst may reason from: the incident, its correlated alerts, deployments
-    /// around it, and similar past incidents of the same user.
+    /// What the analyst may reason from: the incident, its correlated alerts, the changes
+    /// linked to it, and similar past incidents of the same user.
     async fn facts(&self, incident: &read::IncidentRow) -> Result<IncidentFacts, JobFailure> {
         let db = &self.state.db;
         let metadata = &incident.alert_metadata.0;
@@ -301,32 +301,25 @@ impl RcaHandler {
                 score: alert.correlation_score,
             })
             .collect();
-        let deployments: Vec<DeploymentRow> = sqlx::query_as(
-            "SELECT alert_title, alert_service, alert_environment, resolved, fired_at, payload FROM source_alerts
-             WHERE user_id = $1 AND kind = 'deployment' AND fired_at BETWEEN $2 AND $3 ORDER BY fired_at",
-        )
-        .bind(&incident.user_id)
-        .bind(incident.started_at - Duration::hours(2))
-        .bind(incident.started_at + Duration::minutes(10))
-        .fetch_all(db)
-        .await?;
+        let window = Duration::seconds(self.state.config.deployment_correlation_window_secs);
         let text = |value: &Value, paths: &[&str]| {
             paths
                 .iter()
                 .find_map(|path| value.pointer(path)?.as_str().map(str::to_owned))
         };
-        let deployments = deployments
+        let deployments = read::linked_changes(db, incident.id, window)
+            .await?
             .into_iter()
-            .map(|row| DeploymentFact {
-                message: text(&row.payload, &["/message"]),
-                version: text(&row.payload, &["/version"]),
-                commit: text(&row.payload, &["/git/commit_sha", "/commit/sha"]),
-                url: text(&row.payload, &["/build_url", "/pipeline/url"]),
-                title: row.alert_title,
-                service: row.alert_service,
-                environment: row.alert_environment,
-                failed: !row.resolved,
-                at: row.fired_at,
+            .map(|change| DeploymentFact {
+                message: text(&change.payload, &["/message"]),
+                version: text(&change.payload, &["/version"]),
+                commit: text(&change.payload, &["/git/commit_sha", "/commit/sha"]),
+                url: text(&change.payload, &["/build_url", "/pipeline/url"]),
+                title: change.title,
+                service: change.service,
+                environment: change.environment,
+                failed: !change.succeeded,
+                at: change.at,
             })
             .collect();
         let title = incident.alert_title.clone().unwrap_or_default();
@@ -362,18 +355,6 @@ impl RcaHandler {
             similar,
         })
     }
-}
-
-/// A deployment notification as ingestion recorded it.
-#[derive(sqlx::FromRow)]
-struct DeploymentRow {
-    alert_title: String,
-    alert_service: Option<String>,
-    alert_environment: Option<String>,
-    /// A success: it resolves earlier failures of its service.
-    resolved: bool,
-    fired_at: DateTime<Utc>,
-    payload: Value,
 }
 
 fn retryable(error: impl std::fmt::Display) -> JobFailure {

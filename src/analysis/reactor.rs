@@ -6,13 +6,13 @@ use vigil_projections::{EventConsumer, Payloads, ProjectionError, StoredEvent};
 
 use crate::jobs::{enqueue_many_in, NewJob};
 
-/// Enqueues the job `job` makes of every `event_type` event. The job's unique key, derived from
-/// the event, makes reading an event again enqueue nothing new.
+/// Enqueues the jobs `jobs` makes of every `event_type` event (often one, possibly none). Each
+/// job's unique key, derived from the event, makes reading an event again enqueue nothing new.
 pub struct JobReactor {
     pub name: &'static str,
     pub db: PgPool,
     pub event_type: &'static str,
-    pub job: fn(&StoredEvent) -> NewJob,
+    pub jobs: fn(&StoredEvent) -> Vec<NewJob>,
 }
 
 #[async_trait]
@@ -33,7 +33,7 @@ impl EventConsumer for JobReactor {
         let jobs: Vec<NewJob> = events
             .iter()
             .filter(|event| event.event_type == self.event_type)
-            .map(self.job)
+            .flat_map(self.jobs)
             .collect();
         enqueue_many_in(&self.db, &jobs)
             .await

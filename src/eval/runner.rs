@@ -38,6 +38,7 @@ pub async fn run(config: &Config, scenarios: &[Scenario], options: &EvalOptions)
 
 async fn run_on(config: &Config, url: &str, scenarios: &[Scenario], options: &EvalOptions) -> anyhow::Result<Report> {
     let app = Application::build(eval_config(config, url)).await?;
+    let db = app.state().db.clone();
     let base = format!("http://{}", app.http_addr());
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(app.run_until_stopped(shutdown.clone()));
@@ -55,7 +56,9 @@ async fn run_on(config: &Config, url: &str, scenarios: &[Scenario], options: &Ev
             Mode::Tenant => replay_each(&client, scenarios).await?,
             Mode::Storm => replay_storm(&client, scenarios).await?,
         };
-        let results = collect(&client, scenarios, placed, options.timeout()).await?;
+        let deadline = Instant::now() + options.timeout();
+        drain_jobs(&db, deadline).await?;
+        let results = collect(&client, scenarios, placed, deadline).await?;
         report.modes.push(ModeReport {
             mode,
             results,
@@ -198,14 +201,29 @@ async fn replay_storm(client: &Client, scenarios: &[Scenario]) -> anyhow::Result
     Ok(placed)
 }
 
+/// Waits until no background job (analyses, merges of bridged incidents) is waiting or running:
+/// the jobs that follow the events from the tail may not be queued yet, so the queue must be
+/// seen empty twice, a poll apart.
+async fn drain_jobs(db: &sqlx::PgPool, deadline: Instant) -> anyhow::Result<()> {
+    let mut empty_polls = 0;
+    while empty_polls < 2 && Instant::now() < deadline {
+        tokio::time::sleep(POLL_INTERVAL).await;
+        let pending: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM jobs WHERE state IN ('available', 'running', 'retryable')")
+                .fetch_one(db)
+                .await?;
+        empty_polls = if pending == 0 { empty_polls + 1 } else { 0 };
+    }
+    Ok(())
+}
+
 /// Waits for every incident's analysis, follows merges, and scores each scenario.
 async fn collect(
     client: &Client,
     scenarios: &[Scenario],
     placed: Placed,
-    timeout: Duration,
+    deadline: Instant,
 ) -> anyhow::Result<Vec<ScenarioResult>> {
-    let deadline = Instant::now() + timeout;
     let mut finals: HashMap<Uuid, IncidentOutcome> = HashMap::new();
     for placement in placed.iter().flatten().flatten() {
         if let Some(incident_id) = placement.incident_id {

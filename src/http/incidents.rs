@@ -241,6 +241,27 @@ pub struct IncidentDetail {
     citations: Vec<CitationView>,
     correlated_alerts: Vec<CorrelatedAlertView>,
     chat_sessions: Vec<IncidentChatSession>,
+    /// Deployments and configuration changes that concern the incident's services, inside the
+    /// deployment window (not in the spec: an addition).
+    changes: Vec<ChangeView>,
+}
+
+/// A change linked to an incident.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeView {
+    /// The change's row in the ingestion store.
+    source_alert_id: i64,
+    source_type: String,
+    title: String,
+    service: Option<String>,
+    environment: Option<String>,
+    /// Whether the deployment reported success (a successful one may still be the cause).
+    succeeded: bool,
+    at: DateTime<Utc>,
+    /// Why it is linked: `kind` (`same_service`, `mentions`, `mentioned_by`) and `path`.
+    #[schema(value_type = Object)]
+    link: Value,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -355,12 +376,14 @@ async fn get_incident(
             Some(as_of) => sessions::for_incident_as_of(db, &user.id, id, as_of).await?,
         })
     };
-    let (payload, mut suggestions, mut thoughts, mut citations, chats) = tokio::try_join!(
+    let window = chrono::Duration::seconds(state.config.deployment_correlation_window_secs);
+    let (payload, mut suggestions, mut thoughts, mut citations, chats, changes) = tokio::try_join!(
         read::opening_payload(db, &user.id, row.source_alert_id).map_err(AppError::from),
         read::suggestions(db, id).map_err(AppError::from),
         read::thoughts(db, id).map_err(AppError::from),
         read::citations(db, id).map_err(AppError::from),
         chats,
+        read::linked_changes(db, id, window).map_err(AppError::from),
     )?;
     if let Some(as_of) = as_of {
         let recorded = read::analysis_recorded_by(db, id, as_of).await?;
@@ -440,6 +463,19 @@ async fn get_incident(
                 created_at: s.created_at,
                 updated_at: s.updated_at,
                 status: s.status,
+            })
+            .collect(),
+        changes: changes
+            .into_iter()
+            .map(|c| ChangeView {
+                source_alert_id: c.source_alert_id,
+                source_type: c.source_type,
+                title: c.title,
+                service: c.service,
+                environment: c.environment,
+                succeeded: c.succeeded,
+                at: c.at,
+                link: serde_json::to_value(&c.link).unwrap_or_default(),
             })
             .collect(),
     };
@@ -575,7 +611,15 @@ async fn merge_alert(
     }
     owned(&state, &user, target_id).await?;
     owned(&state, &user, source_id).await?;
-    incident_merge::merge(&state.db, &state.events.announcer, &user.id, source_id, target_id).await?;
+    incident_merge::merge(
+        &state.db,
+        &state.events.announcer,
+        Actor::User(&user.id),
+        &user.id,
+        source_id,
+        target_id,
+    )
+    .await?;
     Ok(Json(MergeResponse {
         success: true,
         target_incident_id: target_id,

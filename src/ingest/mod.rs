@@ -1,6 +1,7 @@
 //! Alert ingestion: webhook bodies of nine sources, parsed into one normalized shape, placed
 //! into incidents in batches.
 
+pub mod bridging;
 pub mod parsers;
 pub mod pipeline;
 pub mod placement;

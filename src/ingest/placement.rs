@@ -416,6 +416,11 @@ impl Placer {
                 match best_match(&new_alert, &user_candidates.scored, &self.correlation) {
                     Some(found) => {
                         let details = user_candidates.details(&found, &item.prepared.evidence);
+                        let bridges = found
+                            .bridges
+                            .iter()
+                            .map(|&(index, _)| user_candidates.ids[index])
+                            .collect();
                         let (score, strategy) = (found.score.total, found.score.strategy);
                         let incident_id = user_candidates.took_alert(found.index, new_alert);
                         plan.command(
@@ -429,6 +434,7 @@ impl Placer {
                                     details,
                                 },
                                 max_correlated_alerts: self.correlation.max_alerts_per_incident() as usize,
+                                bridges,
                                 at: Utc::now(),
                             },
                         );
@@ -841,13 +847,21 @@ impl Candidates {
         self.ids[index]
     }
 
-    /// The stored `correlation_details` of a match: the score, the entities the alert names and
-    /// the runner-up incident.
+    /// The stored `correlation_details` of a match: the score, the entities the alert names, the
+    /// runner-up incident and the incidents the alert bridges (merged by `ingest::bridging`).
     fn details(&self, found: &Match, evidence: &Evidence) -> serde_json::Value {
         let mut details = found.score.to_details();
         details["entities"] = serde_json::json!(evidence.entities);
         if let Some((index, total)) = found.runner_up {
             details["runner_up"] = serde_json::json!({ "incident_id": self.ids[index], "total": total });
+        }
+        if !found.bridges.is_empty() {
+            let bridges: Vec<_> = found
+                .bridges
+                .iter()
+                .map(|&(index, total)| serde_json::json!({ "incident_id": self.ids[index], "total": total }))
+                .collect();
+            details["bridges"] = serde_json::json!(bridges);
         }
         details
     }

@@ -4,6 +4,7 @@ mod chat_agent;
 mod chat_sessions;
 mod cloud_providers;
 mod connections;
+mod correlation;
 mod cors;
 mod errors;
 mod health;

@@ -487,6 +487,10 @@ fn score_with(
     }
 }
 
+/// A direct relation ([`Relation::is_direct`]) at least this strong to two open incidents says
+/// they are one: the alert bridges them.
+pub const BRIDGE_RELATION: f64 = 0.85;
+
 /// The incident an alert joins, with the score that decided it and the next best candidate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Match {
@@ -494,6 +498,10 @@ pub struct Match {
     pub score: Score,
     /// The best other candidate that reached the threshold: its index and total.
     pub runner_up: Option<(usize, f64)>,
+    /// Other candidates the alert relates to as strongly as to this one (see
+    /// [`BRIDGE_RELATION`]): their indexes and totals. Empty unless this one's relation is
+    /// that strong too.
+    pub bridges: Vec<(usize, f64)>,
 }
 
 /// The candidate the alert joins: the highest total among candidates that pass [`is_candidate`]
@@ -570,10 +578,22 @@ pub fn best_match(alert: &NewAlert, candidates: &[CandidateIncident], config: &C
     ranked.sort_by(|a, b| b.2.total.total_cmp(&a.2.total).then_with(|| b.1.cmp(&a.1)));
     let mut ranked = ranked.into_iter();
     let (index, _, score) = ranked.next()?;
+    let others: Vec<(usize, DateTime<Utc>, Score)> = ranked.collect();
+    let strong = |score: &Score| score.relation.is_direct() && score.relation.score >= BRIDGE_RELATION;
+    let bridges = if strong(&score) {
+        others
+            .iter()
+            .filter(|(_, _, other)| strong(other))
+            .map(|(index, _, other)| (*index, other.total))
+            .collect()
+    } else {
+        Vec::new()
+    };
     Some(Match {
         index,
         score,
-        runner_up: ranked.next().map(|(index, _, score)| (index, score.total)),
+        runner_up: others.first().map(|(index, _, score)| (*index, score.total)),
+        bridges,
     })
 }
 
@@ -1050,6 +1070,25 @@ mod tests {
         assert!(
             best_match(&new, &[one, other], &config).is_none(),
             "two incidents name it: it tells them apart no more"
+        );
+    }
+
+    #[test]
+    fn an_alert_related_strongly_to_two_incidents_bridges_them() {
+        let config = CorrelationConfig::default();
+        let mut new = alert("cache errors", Some("subscriber-api"), at(14, 1, 30), EventKind::Alert);
+        new.evidence = vec!["endpoint=10.12.8.40:6379".to_owned(), "t:subscriber-api".to_owned()];
+        let mut caller = incident("error rate above 5%", Some("selfcare-web"), &[at(14, 0, 0)]);
+        caller.evidence = vec!["t:subscriber-api".to_owned(), "t:upstream".to_owned()];
+        let mut cache = incident("redis unreachable", Some("subcache"), &[at(14, 0, 45)]);
+        cache.evidence = vec!["endpoint=10.12.8.40:6379".to_owned()];
+        let unrelated = incident("disk full", Some("backup-01"), &[at(14, 1, 0)]);
+        let found = best_match(&new, &[caller, cache, unrelated], &config).expect("correlates");
+        assert_eq!(found.index, 0, "mentioned by the caller");
+        assert_eq!(
+            found.bridges.iter().map(|b| b.0).collect::<Vec<_>>(),
+            [1],
+            "shares the endpoint"
         );
     }
 

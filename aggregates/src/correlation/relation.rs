@@ -98,6 +98,17 @@ impl Relation {
     pub fn none() -> Self {
         Self::of(RelationKind::None, 0.0)
     }
+
+    /// Whether it rests on direct evidence: the same service, one naming the other, or a
+    /// specific entity named by at most one other open incident. Domain words, sibling names and
+    /// failure kinds only add weight.
+    pub fn is_direct(&self) -> bool {
+        match self.kind {
+            RelationKind::SameService | RelationKind::Mentions | RelationKind::MentionedBy => true,
+            RelationKind::SharedEvidence => self.entity_incidents.is_some_and(|n| n <= 2),
+            RelationKind::None => false,
+        }
+    }
 }
 
 /// What an alert and one incident have in common, before it is weighed against the other open

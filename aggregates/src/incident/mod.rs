@@ -112,6 +112,8 @@ pub enum IncidentCommand {
         correlation: Correlation,
         /// The configured cap of correlated alerts per incident.
         max_correlated_alerts: usize,
+        /// Other open incidents the alert relates to as strongly as to this one.
+        bridges: Vec<Uuid>,
         at: DateTime<Utc>,
     },
     /// A recovery notification for one of the incident's alerts.
@@ -211,6 +213,13 @@ pub enum IncidentEvent {
     IncidentTouched {
         at: DateTime<Utc>,
     },
+    /// The alert that just joined relates as strongly to these other open incidents: they are
+    /// one failure seen from several sides (the correlator merges them into the oldest).
+    AlertBridged {
+        source_alert_id: i64,
+        incident_ids: Vec<Uuid>,
+        at: DateTime<Utc>,
+    },
     MergedInto {
         target_incident_id: Uuid,
         at: DateTime<Utc>,
@@ -239,6 +248,7 @@ impl IncidentEvent {
             | E::SummaryWritten { at, .. }
             | E::ActiveTabChanged { at, .. }
             | E::IncidentTouched { at }
+            | E::AlertBridged { at, .. }
             | E::MergedInto { at, .. }
             | E::IncidentAbsorbed { at, .. }
             | E::ChatSessionLinked { at, .. } => *at,
@@ -259,6 +269,7 @@ impl DomainEvent for IncidentEvent {
             E::SummaryWritten { .. } => "SummaryWritten",
             E::ActiveTabChanged { .. } => "ActiveTabChanged",
             E::IncidentTouched { .. } => "IncidentTouched",
+            E::AlertBridged { .. } => "AlertBridged",
             E::MergedInto { .. } => "MergedInto",
             E::IncidentAbsorbed { .. } => "IncidentAbsorbed",
             E::ChatSessionLinked { .. } => "ChatSessionLinked",
@@ -406,6 +417,7 @@ impl Incident {
                 alert,
                 correlation,
                 max_correlated_alerts,
+                bridges,
                 at,
             } => {
                 let incident = self.owned_by(&user_id)?;
@@ -429,12 +441,21 @@ impl Incident {
                         "correlation score must be within 0.0 and 1.0".into(),
                     ));
                 }
-                Ok(vec![E::AlertCorrelated {
+                let source_alert_id = alert.source_alert_id;
+                let mut events = vec![E::AlertCorrelated {
                     alert,
                     correlation,
                     filled: incident.alerts.len() >= max_correlated_alerts,
                     at,
-                }])
+                }];
+                if !bridges.is_empty() {
+                    events.push(E::AlertBridged {
+                        source_alert_id,
+                        incident_ids: bridges,
+                        at,
+                    });
+                }
+                Ok(events)
             }
             C::ResolveAlert {
                 user_id,
@@ -626,6 +647,7 @@ impl Incident {
             E::AlertResolved { .. }
             | E::ResolutionRequested { .. }
             | E::IncidentTouched { .. }
+            | E::AlertBridged { .. }
             | E::ChatSessionLinked { .. } => {}
         }
     }

@@ -138,9 +138,33 @@ fn correlate_an_alert() {
             alert: alert(2, "checkout-api"),
             correlation: correlation(),
             max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            bridges: Vec::new(),
             at: at(4),
         })
         .then_expect_events(vec![correlated(2)]);
+}
+
+#[test]
+fn an_alert_bridging_other_incidents_records_them() {
+    let other = Uuid::from_u128(7);
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::CorrelateAlert {
+            user_id: OWNER.into(),
+            alert: alert(2, "checkout-api"),
+            correlation: correlation(),
+            max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            bridges: vec![other],
+            at: at(4),
+        })
+        .then_expect_events(vec![
+            correlated(2),
+            IncidentEvent::AlertBridged {
+                source_alert_id: 2,
+                incident_ids: vec![other],
+                at: at(4),
+            },
+        ]);
 }
 
 #[test]
@@ -152,6 +176,7 @@ fn correlating_a_held_alert_again_is_a_no_op() {
             alert: alert(2, "checkout-api"),
             correlation: correlation(),
             max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            bridges: Vec::new(),
             at: at(5),
         })
         .then_expect_events(vec![]);
@@ -170,6 +195,7 @@ fn an_incident_merged_away_takes_no_alerts_even_when_patched_back_to_investigati
             alert: alert(2, "checkout-api"),
             correlation: correlation(),
             max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            bridges: Vec::new(),
             at: at(21),
         })
         .then_expect_error(IncidentError::NotCorrelatable("it is merged into another incident"));
@@ -184,6 +210,7 @@ fn only_investigating_incidents_take_alerts() {
             alert: alert(3, "checkout-api"),
             correlation: correlation(),
             max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            bridges: Vec::new(),
             at: at(11),
         })
         .then_expect_error(IncidentError::NotCorrelatable("it is no longer investigating"));
@@ -200,6 +227,7 @@ fn an_incident_takes_at_most_fifty_correlated_alerts() {
             alert: alert(51, "checkout-api"),
             correlation: correlation(),
             max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            bridges: Vec::new(),
             at: at(4),
         })
         .then_expect_events(vec![filling(51)]);
@@ -211,6 +239,7 @@ fn an_incident_takes_at_most_fifty_correlated_alerts() {
             alert: alert(52, "checkout-api"),
             correlation: correlation(),
             max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            bridges: Vec::new(),
             at: at(5),
         })
         .then_expect_error(IncidentError::NotCorrelatable(
@@ -229,6 +258,7 @@ fn the_filling_alert_says_so_and_the_flag_is_left_out_of_other_events() {
             alert: alert(50, "checkout-api"),
             correlation: correlation(),
             max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            bridges: Vec::new(),
             at: at(4),
         })
         .then_expect_events(vec![correlated(50)]);
@@ -260,6 +290,7 @@ fn a_correlation_score_outside_zero_to_one_is_refused() {
             alert: alert(2, "x"),
             correlation,
             max_correlated_alerts: 50,
+            bridges: Vec::new(),
             at: at(4),
         })
         .then_expect_error_message("correlation score must be within 0.0 and 1.0");
@@ -534,6 +565,7 @@ fn an_absorbed_alert_is_held_afterwards() {
             alert: alert(7, "payments-api"),
             correlation: correlation(),
             max_correlated_alerts: DEFAULT_MAX_CORRELATED_ALERTS,
+            bridges: Vec::new(),
             at: at(21),
         })
         .then_expect_events(vec![]);

@@ -1,6 +1,7 @@
 //! `incidents`: the read model of the Incident aggregate, and the queries the incident API and
 //! the correlator serve from it (the alerts that joined an incident are read from its events).
 
+mod changes;
 mod queries;
 
 use std::sync::LazyLock;
@@ -11,6 +12,7 @@ use sqlx::{types::Json, PgConnection};
 use uuid::Uuid;
 use vigil_aggregates::incident::{AlertInfo, Incident, IncidentEvent};
 
+pub use changes::{linked_changes, LinkedChange};
 pub use queries::*;
 
 use crate::{ProjectionError, ReadModel};
@@ -123,7 +125,10 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     .execute(conn)
                     .await?;
             }
-            E::AlertResolved { .. } | E::ResolutionRequested { .. } | E::IncidentTouched { .. } => {
+            E::AlertResolved { .. }
+            | E::ResolutionRequested { .. }
+            | E::IncidentTouched { .. }
+            | E::AlertBridged { .. } => {
                 sqlx::query(touch).bind(id).bind(at).bind(version).execute(conn).await?;
             }
         }
@@ -290,6 +295,7 @@ impl<'a> AlertsJoined<'a> {
                         | IncidentEvent::AlertResolved { .. }
                         | IncidentEvent::ResolutionRequested { .. }
                         | IncidentEvent::IncidentTouched { .. }
+                        | IncidentEvent::AlertBridged { .. }
                 )
             })
             .count();
