@@ -54,7 +54,12 @@ impl Application {
         )?;
         let correlation = Arc::new(crate::ingest::service::correlation_config(&config)?);
         let connections = Arc::new(crate::connections::Connectors::from_config(&config, &db)?);
-        let events = Arc::new(EventStore::new(&db));
+        let settle = Duration::from_secs(config.rca_settle_secs);
+        let events = Arc::new(EventStore::new(&db).with_reactors(vec![
+            Arc::new(crate::analysis::rca::rca_reactor(db.clone(), settle)),
+            Arc::new(crate::analysis::postmortem::postmortem_reactor(db.clone())),
+            Arc::new(crate::ingest::bridging::bridge_reactor(db.clone())),
+        ]));
         let metrics = Arc::new(HttpMetrics::new());
         let state = AppState::new(Services {
             rate_limiter: Arc::new(RateLimiter::new(&cache, Budgets::from_config(&config))),

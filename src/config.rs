@@ -193,6 +193,12 @@ pub struct Config {
     #[arg(long, env = "RCA_MODEL_TIMEOUT_SECS", default_value_t = 300)]
     pub rca_model_timeout_secs: u64,
 
+    /// Seconds an incident's analysis waits after the incident opened, so that it reads the
+    /// alerts that join in the first moments of a failure (its callers, its dependency) and the
+    /// bridges merged meanwhile, not the first alert alone.
+    #[arg(long, env = "RCA_SETTLE_SECS", default_value_t = 30)]
+    pub rca_settle_secs: u64,
+
     /// Directory the cloud command tool runs provider CLIs from (never a PATH lookup); unset
     /// leaves the tool out.
     #[arg(long, env = "AGENT_CLI_DIR")]

@@ -103,12 +103,15 @@ impl EventStore {
                 Arc::new(Projector::new(db.clone(), ChatSessionsReadModel)),
                 Arc::new(Projector::new(db.clone(), ConnectionsReadModel)),
             ],
-            reactors: vec![
-                Arc::new(crate::analysis::rca::rca_reactor(db.clone())),
-                Arc::new(crate::analysis::postmortem::postmortem_reactor(db.clone())),
-                Arc::new(crate::ingest::bridging::bridge_reactor(db.clone())),
-            ],
+            reactors: Vec::new(),
         }
+    }
+
+    /// The reactors whose tails [`EventStore::spawn_tails`] starts beside the projections' (the
+    /// wiring chooses them: the store does not know the features that react to its events).
+    pub fn with_reactors(mut self, reactors: Vec<Arc<dyn EventConsumer>>) -> Self {
+        self.reactors = reactors;
+        self
     }
 
     /// Starts one tail per projection and reactor, and the listener that wakes them on every append.

@@ -34,12 +34,12 @@ pub fn postmortem_reactor(db: sqlx::PgPool) -> JobReactor {
         name: "reactor_postmortem",
         db,
         event_type: "ResolutionRequested",
-        jobs: |event| {
+        jobs: Box::new(|event| {
             vec![
                 NewJob::new(POSTMORTEM_JOB, json!({ "incident_id": event.aggregate_id }))
                     .unique_key(job_key(&event.aggregate_id, event.sequence)),
             ]
-        },
+        }),
     }
 }
 

@@ -44,17 +44,20 @@ struct RcaPayload {
 }
 
 /// IncidentOpened → an RCA job, keyed by incident so it is enqueued once however often the
-/// event is read.
-pub fn rca_reactor(db: sqlx::PgPool) -> JobReactor {
+/// event is read. It runs `settle` after the incident opened (at once for an event older than
+/// that, as on a replay).
+pub fn rca_reactor(db: sqlx::PgPool, settle: std::time::Duration) -> JobReactor {
+    let settle = Duration::from_std(settle).unwrap_or_default();
     JobReactor {
         name: "reactor_rca",
         db,
         event_type: "IncidentOpened",
-        jobs: |event| {
+        jobs: Box::new(move |event| {
             let opened = &event.payload["IncidentOpened"];
             let payload = json!({ "incident_id": event.aggregate_id, "user_id": opened["user_id"] });
-            vec![NewJob::new(RCA_JOB, payload).unique_key(format!("rca:incident:{}", event.aggregate_id))]
-        },
+            let job = NewJob::new(RCA_JOB, payload).unique_key(format!("rca:incident:{}", event.aggregate_id));
+            vec![job.run_at(event.recorded_at + settle)]
+        }),
     }
 }
 

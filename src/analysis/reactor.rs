@@ -12,7 +12,7 @@ pub struct JobReactor {
     pub name: &'static str,
     pub db: PgPool,
     pub event_type: &'static str,
-    pub jobs: fn(&StoredEvent) -> Vec<NewJob>,
+    pub jobs: Box<dyn Fn(&StoredEvent) -> Vec<NewJob> + Send + Sync>,
 }
 
 #[async_trait]
@@ -33,7 +33,7 @@ impl EventConsumer for JobReactor {
         let jobs: Vec<NewJob> = events
             .iter()
             .filter(|event| event.event_type == self.event_type)
-            .flat_map(self.jobs)
+            .flat_map(|event| (self.jobs)(event))
             .collect();
         enqueue_many_in(&self.db, &jobs)
             .await

@@ -38,7 +38,7 @@ pub fn bridge_reactor(db: sqlx::PgPool) -> JobReactor {
         name: "reactor_bridges",
         db,
         event_type: "AlertBridged",
-        jobs: bridge_jobs,
+        jobs: Box::new(bridge_jobs),
     }
 }
 

@@ -152,7 +152,9 @@ async fn an_alert_bridging_two_open_incidents_has_them_merged_by_the_correlator(
 async fn the_scenario_set_keeps_its_grouping_scores() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/scenarios");
     let scenarios = vigil::eval::scenario::load_dir(&dir).expect("the shared scenario set");
-    let config = vigil::Config::from_env().expect("configuration from the environment");
+    let mut config = vigil::Config::from_env().expect("configuration from the environment");
+    // Every event is posted at once: a short settle lets each analysis see its whole incident.
+    config.rca_settle_secs = 3;
     let options = vigil::eval::EvalOptions {
         dir,
         modes: vec![vigil::eval::Mode::Tenant, vigil::eval::Mode::Storm],

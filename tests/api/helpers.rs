@@ -49,6 +49,8 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     config.http_port = 0;
     config.ws_port = 0;
     config.bcrypt_cost = 4;
+    // Tests that wait for an analysis wait for it at once; the settle has a test of its own.
+    config.rca_settle_secs = 0;
     config.database_url = vigil::config::Secret::new(database.url.to_string());
     config.redis_key_prefix = format!("vigil-test-{}", Uuid::new_v4().simple());
     config.data_dir = std::env::temp_dir().join(format!("vigil-test-{}", Uuid::new_v4().simple()));

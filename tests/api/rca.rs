@@ -447,3 +447,34 @@ async fn a_trickling_model_runs_out_of_time_and_the_built_in_summary_stands() {
     assert!(!summary.is_empty() && summary != slow, "{summary}");
     assert_eq!(model.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn an_analysis_waits_for_its_incident_to_settle() {
+    let app = spawn_app_with(|config| config.rca_settle_secs = 120).await;
+    let user = app.new_user().await.id;
+    let placed = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let id = placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    let wait: f64 = eventually("the analysis job to be queued", || async {
+        sqlx::query_scalar::<_, f64>(
+            "SELECT extract(epoch FROM j.run_at - e.recorded_at)::float8 FROM jobs j
+             JOIN events e ON e.aggregate_id = j.payload->>'incident_id' AND e.event_type = 'IncidentOpened'
+             WHERE j.kind = 'rca' AND j.payload->>'incident_id' = $1",
+        )
+        .bind(&id)
+        .fetch_optional(&app.db)
+        .await
+        .unwrap()
+    })
+    .await;
+    assert!(
+        (119.0..=121.0).contains(&wait),
+        "the job runs {wait} s after the incident opened"
+    );
+    let body: Value = app
+        .send_as(&user, Method::GET, &format!("/api/incidents/{id}"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["incident"]["auroraStatus"], "idle", "not analysed before then");
+}
