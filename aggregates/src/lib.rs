@@ -6,4 +6,5 @@ pub mod connection;
 pub mod correlation;
 pub mod incident;
 pub mod incident_analysis;
+pub mod ledger;
 pub mod signatures;

@@ -69,6 +69,7 @@ pub const CATALOG: &[Signature] = &[
     Signature { id: "autoscaler_max", name: "autoscaler at its maximum", phrases: &["maxed out", "at max replicas", "maximum replicas", "max replicas", "hpamaxedout", "unable to scale", "reached its maximum", "at its maximum"], implicates: Implicates::Capacity, confidence: 0.8, distinctive: true },
     Signature { id: "cpu_throttling", name: "CPU throttling or saturation", phrases: &["cpu throttling", "cfs_throttled", "throttled cpu", "cpu saturation", "cpu_usage", "cpu utilization"], implicates: Implicates::Component, confidence: 0.6, distinctive: false },
     Signature { id: "crash_loop", name: "crash loop", phrases: &["crashloopbackoff", "back-off restarting", "crash loop", "crashlooping", "exited with code", "segmentation fault", "restarted"], implicates: Implicates::Component, confidence: 0.8, distinctive: true },
+    Signature { id: "config_changed", name: "a configuration change", phrases: &["feature flag", "flag revision", "config reload", "configuration reload", "config=", "loaded_at", "config sync", "config rollout", "rollout 100%", "ttl changed", "record changed"], implicates: Implicates::Change, confidence: 0.7, distinctive: true },
     Signature { id: "bad_config", name: "bad configuration", phrases: &["unknown field", "unknown key", "invalid configuration", "failed to parse config", "unrecognized option", "configuration error", "config error", "invalid config"], implicates: Implicates::Change, confidence: 0.8, distinctive: true },
     Signature { id: "failed_rollout", name: "failed or unstable rollout", phrases: &["rollout failed", "progress deadline exceeded", "imagepullbackoff", "errimagepull", "readiness probe failed", "liveness probe failed", "rolled back", "rollback"], implicates: Implicates::Change, confidence: 0.8, distinctive: true },
     Signature { id: "schema_mismatch", name: "schema does not match the code", phrases: &["undefinedcolumn", "undefined column", "no such column", "unknown column", "column does not exist", "relation does not exist", "missing column"], implicates: Implicates::Change, confidence: 0.85, distinctive: true },
@@ -93,16 +94,23 @@ static MATCHER: LazyLock<(AhoCorasick, Vec<usize>)> = LazyLock::new(|| {
 
 /// The signatures whose phrases occur in `text`, in catalog order, each once.
 pub fn matching(text: &str) -> Vec<&'static Signature> {
+    matches(text).into_iter().map(|(signature, _)| signature).collect()
+}
+
+/// Like [`matching`], with the byte range of each signature's first phrase in `text`.
+pub fn matches(text: &str) -> Vec<(&'static Signature, std::ops::Range<usize>)> {
     let (matcher, owners) = &*MATCHER;
-    let mut found = vec![false; CATALOG.len()];
+    let mut found: Vec<Option<std::ops::Range<usize>>> = vec![None; CATALOG.len()];
     for hit in matcher.find_overlapping_iter(text) {
-        found[owners[hit.pattern().as_usize()]] = true;
+        let slot = &mut found[owners[hit.pattern().as_usize()]];
+        if slot.as_ref().is_none_or(|range| hit.start() < range.start) {
+            *slot = Some(hit.range());
+        }
     }
     CATALOG
         .iter()
         .zip(found)
-        .filter(|(_, hit)| *hit)
-        .map(|(s, _)| s)
+        .filter_map(|(signature, range)| Some((signature, range?)))
         .collect()
 }
 
@@ -140,6 +148,7 @@ mod tests {
         ("autoscaler_max", &["HPA has been running at max replicas for 15 minutes", "KubeHpaMaxedOut"], &["scaled to 4 replicas"]),
         ("cpu_throttling", &["CPU throttling on 6 of 6 pods", "cfs_throttled_seconds rising"], &["cpu limit set to 2"]),
         ("crash_loop", &["pod is in CrashLoopBackOff", "Back-off restarting failed container"], &["container started"]),
+        ("config_changed", &["flag promo_v2=on (flag revision 88, rollout 100%)", "config=ratelimit.yaml loaded_at=09:00:02Z"], &["configured limits"]),
         ("bad_config", &["failed to parse config: unknown field `pool_szie`", "invalid configuration for route"], &["configuration reloaded"]),
         ("failed_rollout", &["Deployment exceeded its progress deadline (progress deadline exceeded)", "ImagePullBackOff"], &["rollout complete"]),
         ("schema_mismatch", &["ERROR: column \"tier\" does not exist (UndefinedColumn)"], &["column added"]),

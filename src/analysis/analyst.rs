@@ -5,7 +5,10 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use vigil_aggregates::incident_analysis::{classify, Risk};
+use vigil_aggregates::{
+    incident_analysis::{classify, Risk},
+    ledger::{self, AlertRecord, ChangeRecord, Ledger, Verdict},
+};
 
 pub const DISCLAIMER: &str =
     "Written by vigil's built-in analyst, without a language model (none is configured, or it did \
@@ -28,9 +31,13 @@ pub struct IncidentFacts {
     /// Kubernetes namespace, when the alert's labels name one.
     pub namespace: Option<String>,
     pub correlated: Vec<AlertFact>,
-    /// Deployments of any service recorded around the incident.
+    /// The changes linked to the incident.
     pub deployments: Vec<DeploymentFact>,
     pub similar: Vec<PastIncident>,
+    /// What each of its alerts says (its first alert first), read from their payloads.
+    pub alerts: Vec<AlertRecord>,
+    /// The user's other alerts of the same minutes, not grouped with it.
+    pub nearby: Vec<AlertRecord>,
 }
 
 #[derive(Clone, Debug)]
@@ -90,11 +97,13 @@ pub struct Suggestion {
     pub command: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Analysis {
     pub thoughts: Vec<Thought>,
     pub suggestions: Vec<Suggestion>,
     pub summary: String,
+    /// The hypotheses, verdicts and what was ruled out, that the text above is written from.
+    pub ledger: Ledger,
 }
 
 /// Why a deployment is suspected, strongest first.
@@ -107,6 +116,7 @@ enum Suspicion {
 
 pub fn analyze(facts: &IncidentFacts) -> Analysis {
     let service = facts.service.as_deref().unwrap_or("the affected service");
+    let ledger = ledger::build_with_context(&facts.alerts, &facts.nearby, &change_records(facts));
     let mut thoughts = vec![Thought {
         kind: ThoughtKind::Analysis,
         content: situation(facts, service),
@@ -114,20 +124,43 @@ pub fn analyze(facts: &IncidentFacts) -> Analysis {
     let suspect = suspect_deployment(facts);
     let symptom = Symptom::of(facts);
 
-    let hypothesis = match &suspect {
-        Some((deployment, why)) => deployment_hypothesis(facts, deployment, *why),
-        None => format!(
-            "No deployment of {service} is on record in the {} hours before the first alert, so a release is an \
-             unlikely trigger. {}",
-            DEPLOY_LOOKBACK.num_hours(),
-            symptom.hypothesis(service, facts.detail.as_deref())
-        ),
-    };
     thoughts.push(Thought {
         kind: ThoughtKind::Hypothesis,
-        content: hypothesis,
+        content: match &suspect {
+            Some((deployment, why)) => deployment_hypothesis(facts, deployment, *why),
+            None => format!(
+                "No deployment of {service} is on record in the {} hours before the first alert, so a release is an \
+                 unlikely trigger. {}",
+                DEPLOY_LOOKBACK.num_hours(),
+                symptom.hypothesis(service, facts.detail.as_deref())
+            ),
+        },
     });
-
+    for hypothesis in ledger.hypotheses.iter().take(3) {
+        thoughts.push(Thought {
+            kind: ThoughtKind::Hypothesis,
+            content: format!(
+                "[{}] {}: {} (score {:.2}{}).",
+                hypothesis.verdict.as_str(),
+                hypothesis.component,
+                hypothesis.failure,
+                hypothesis.score,
+                if hypothesis.named_by.is_empty() {
+                    String::new()
+                } else {
+                    format!("; seen from {}", hypothesis.named_by.join(", "))
+                }
+            ),
+        });
+    }
+    if let Some(leader) = ledger.hypotheses.first() {
+        for finding in leader.support.iter().take(4) {
+            thoughts.push(Thought {
+                kind: ThoughtKind::Evidence,
+                content: format!("{} ({}): \"{}\"", finding.source, finding.field, finding.excerpt),
+            });
+        }
+    }
     for evidence in evidence(facts, suspect.as_ref().map(|(deployment, _)| deployment)) {
         thoughts.push(Thought {
             kind: ThoughtKind::Evidence,
@@ -141,7 +174,7 @@ pub fn analyze(facts: &IncidentFacts) -> Analysis {
         suspect.as_ref().map(|(deployment, why)| (deployment, *why)),
         symptom,
     );
-    let conclusion = conclusion(facts, service, suspect.as_ref(), symptom);
+    let conclusion = conclusion(facts, service, &ledger, symptom);
     thoughts.push(Thought {
         kind: ThoughtKind::Conclusion,
         content: conclusion.clone(),
@@ -160,7 +193,25 @@ pub fn analyze(facts: &IncidentFacts) -> Analysis {
         thoughts,
         suggestions,
         summary,
+        ledger,
     }
+}
+
+/// The linked changes as the ledger reads them.
+fn change_records(facts: &IncidentFacts) -> Vec<ChangeRecord> {
+    facts
+        .deployments
+        .iter()
+        .map(|d| ChangeRecord {
+            service: d.service.clone(),
+            title: d.title.clone(),
+            message: d.message.clone(),
+            version: d.version.clone(),
+            commit: d.commit.clone(),
+            failed: d.failed,
+            at: d.at,
+        })
+        .collect()
 }
 
 fn situation(facts: &IncidentFacts, service: &str) -> String {
@@ -333,35 +384,50 @@ fn evidence(facts: &IncidentFacts, suspect: Option<&DeploymentFact>) -> Vec<Stri
     evidence
 }
 
-fn conclusion(
-    facts: &IncidentFacts,
-    service: &str,
-    suspect: Option<&(DeploymentFact, Suspicion)>,
-    symptom: Symptom,
-) -> String {
-    match suspect {
-        Some((deployment, Suspicion::FailedSameService)) => format!(
-            "Most likely cause: the failed deployment \"{}\" left {service} {}. Roll back or fix the release before \
-             looking elsewhere.",
-            deployment.title,
-            symptom.degraded_state()
-        ),
-        Some((deployment, Suspicion::FailedUpstream)) => format!(
-            "Most likely cause: the failed deployment of {} (\"{}\"), which {service} depends on.",
-            deployment.service.as_deref().unwrap_or("a dependency"),
-            deployment.title
-        ),
-        Some((deployment, Suspicion::SucceededSameService)) => format!(
-            "Most likely cause: a regression in the release of {service} at {}; confirm by comparing it with the \
-             previous version.",
-            deployment.at.format("%H:%M UTC")
-        ),
-        None => format!(
-            "No release explains this {} on {service}; {} Confidence is low until the diagnostics below have run.",
+/// The verdict in words: the component at fault and the evidence, what was ruled out, or that
+/// the cause is not established and what to check.
+fn conclusion(facts: &IncidentFacts, service: &str, ledger: &Ledger, symptom: Symptom) -> String {
+    let Some(leader) = ledger.leading() else {
+        return format!(
+            "Verdict: {}. The cause is not established: no alert of the incident shows a failure that explains \
+             this {} on {service}, and no linked change does. {}",
+            Verdict::Inconclusive.as_str(),
             symptom.noun(),
             symptom.next_look(facts.detail.as_deref())
-        ),
+        );
+    };
+    let evidence: Vec<String> = leader
+        .support
+        .iter()
+        .take(3)
+        .map(|f| format!("{} says \"{}\"", f.source, f.excerpt))
+        .collect();
+    let mut text = format!(
+        "Verdict: {}. Root cause: {}, {}. Evidence: {}.",
+        leader.verdict.as_str(),
+        leader.component,
+        leader.failure,
+        evidence.join("; ")
+    );
+    let callers: Vec<&String> = leader.named_by.iter().filter(|n| **n != leader.component).collect();
+    if !callers.is_empty() {
+        text.push_str(&format!(
+            " {} fail{} because {} does: their errors name it.",
+            callers.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "),
+            if callers.len() == 1 { "s" } else { "" },
+            leader.component
+        ));
     }
+    let ruled: Vec<String> = ledger
+        .ruled_out
+        .iter()
+        .take(4)
+        .map(|r| format!("{} ({})", r.subject, r.reason))
+        .collect();
+    if !ruled.is_empty() {
+        text.push_str(&format!(" Ruled out: {}.", ruled.join("; ")));
+    }
+    text
 }
 
 fn suggestions(
@@ -490,15 +556,6 @@ impl Symptom {
             Self::Resource => "resource exhaustion",
             Self::Availability => "outage",
             Self::Unknown => "problem",
-        }
-    }
-
-    fn degraded_state(self) -> &'static str {
-        match self {
-            Self::Latency => "slow",
-            Self::Errors => "failing requests",
-            Self::Resource => "short of resources",
-            Self::Availability | Self::Unknown => "degraded",
         }
     }
 
@@ -660,6 +717,17 @@ mod tests {
                 url: None,
             }],
             similar: vec![],
+            alerts: vec![AlertRecord {
+                service: Some("inventory-service".into()),
+                title: "InventoryServiceHighErrorRate".into(),
+                texts: vec![(
+                    "detail".into(),
+                    "5xx rate of inventory-service above 5% for 5 minutes".into(),
+                )],
+                evidence: Default::default(),
+                fired_at: at(17, 52, 0),
+            }],
+            nearby: vec![],
         }
     }
 
@@ -688,7 +756,13 @@ mod tests {
             Some("kubectl -n inventory rollout undo deployment/inventory-service")
         );
         assert_eq!(rollback.risk, Risk::High, "a rollback is never proposed as safe");
-        assert!(analysis.summary.contains("Most likely cause: the failed deployment"));
+        assert!(
+            analysis
+                .summary
+                .contains("Root cause: inventory-service, a failed change"),
+            "{}",
+            analysis.summary
+        );
         assert!(analysis.summary.contains("built-in analyst"));
         let kinds: Vec<_> = analysis.thoughts.iter().map(|t| t.kind).collect();
         assert_eq!(kinds.first(), Some(&ThoughtKind::Analysis));
@@ -713,7 +787,11 @@ mod tests {
             "{}",
             analysis.thoughts[1].content
         );
-        assert!(analysis.summary.contains("which checkout-api depends on"));
+        assert!(
+            analysis.summary.contains("Root cause: inventory-service"),
+            "{}",
+            analysis.summary
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ use vigil_aggregates::{
     incident_analysis::{
         AnalysisCommand, Citation, Suggestion as DomainSuggestion, SuggestionKind, ThoughtKind as DomainThoughtKind,
     },
+    ledger::AlertRecord,
 };
 use vigil_projections::incidents as read;
 
@@ -27,11 +28,19 @@ use super::{
 use crate::{
     agent::{cli::CommandKind, credentials::Access, tools::Tool},
     event_store::{execute, Actor},
+    ingest::{
+        parsers::{self, Source},
+        service::alert_evidence,
+    },
     jobs::{JobContext, JobFailure, JobHandler, NewJob},
     state::AppState,
 };
 
 pub const RCA_JOB: &str = "rca";
+/// How far around an incident the analysis looks at the user's other alerts.
+const NEARBY_WINDOW: Duration = Duration::minutes(15);
+/// The most of them it reads (the oldest first).
+const MAX_NEARBY_ALERTS: i64 = 200;
 const ACTOR: Actor<'static> = Actor::System("analysis");
 /// The summary of an analysis that failed for good (its cause is logged).
 const ANALYSIS_FAILED: &str = "The automatic analysis could not be completed. The alert and its correlated alerts are \
@@ -325,6 +334,30 @@ impl RcaHandler {
                 at: change.at,
             })
             .collect();
+        let mut alert_ids = vec![incident.source_alert_id];
+        alert_ids.extend(
+            read::correlated_alerts(db, incident.id)
+                .await?
+                .iter()
+                .map(|a| a.source_alert_id),
+        );
+        let alerts = alert_records(db, &incident.user_id, &alert_ids).await?;
+        // The user's other alerts of the same minutes, grouped elsewhere or not at all: the
+        // ledger follows the evidence into them.
+        let nearby_ids: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM source_alerts
+             WHERE user_id = $1 AND kind = 'alert' AND NOT resolved AND fired_at BETWEEN $2 AND $3
+               AND NOT (id = ANY($4))
+             ORDER BY fired_at LIMIT $5",
+        )
+        .bind(&incident.user_id)
+        .bind(incident.started_at - NEARBY_WINDOW)
+        .bind(incident.last_alert_at + NEARBY_WINDOW)
+        .bind(&alert_ids)
+        .bind(MAX_NEARBY_ALERTS)
+        .fetch_all(db)
+        .await?;
+        let nearby = alert_records(db, &incident.user_id, &nearby_ids).await?;
         let title = incident.alert_title.clone().unwrap_or_default();
         let similar = self
             .state
@@ -356,8 +389,49 @@ impl RcaHandler {
             correlated,
             deployments,
             similar,
+            alerts,
+            nearby,
         })
     }
+}
+
+/// What each alert says, read again from the payload it was received with (its title, detail
+/// and free text, and the evidence in them), in the order of `ids`.
+async fn alert_records(db: &sqlx::PgPool, user_id: &str, ids: &[i64]) -> Result<Vec<AlertRecord>, JobFailure> {
+    #[derive(sqlx::FromRow)]
+    struct Received {
+        id: i64,
+        source_type: String,
+        alert_key: String,
+        fired_at: chrono::DateTime<Utc>,
+        payload: sqlx::types::Json<Value>,
+    }
+    let rows: Vec<Received> = sqlx::query_as(
+        "SELECT id, source_type, alert_key, fired_at, payload FROM source_alerts WHERE user_id = $1 AND id = ANY($2)",
+    )
+    .bind(user_id)
+    .bind(ids)
+    .fetch_all(db)
+    .await?;
+    let records = ids.iter().filter_map(|id| {
+        let row = rows.iter().find(|row| row.id == *id)?;
+        let source: Source = row.source_type.parse().ok()?;
+        let parsed = parsers::parse(source, &row.payload.0, row.fired_at).ok()?;
+        let alert = parsed.iter().find(|a| a.key == row.alert_key).or(parsed.first())?;
+        let texts = std::iter::once(("title", Some(&alert.title)))
+            .chain([("detail", alert.detail.as_ref())])
+            .chain(alert.free_text.iter().map(|text| ("description", Some(text))))
+            .filter_map(|(field, text)| Some((field.to_owned(), text?.clone())))
+            .collect();
+        Some(AlertRecord {
+            service: alert.service.clone(),
+            title: alert.title.clone(),
+            texts,
+            evidence: alert_evidence(alert),
+            fired_at: row.fired_at,
+        })
+    });
+    Ok(records.collect())
 }
 
 fn retryable(error: impl std::fmt::Display) -> JobFailure {

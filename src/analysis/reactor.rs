@@ -6,13 +6,16 @@ use vigil_projections::{EventConsumer, Payloads, ProjectionError, StoredEvent};
 
 use crate::jobs::{enqueue_many_in, NewJob};
 
+/// What a reactor makes of one event: the jobs to enqueue (often one, possibly none).
+pub type JobsOf = Box<dyn Fn(&StoredEvent) -> Vec<NewJob> + Send + Sync>;
+
 /// Enqueues the jobs `jobs` makes of every `event_type` event (often one, possibly none). Each
 /// job's unique key, derived from the event, makes reading an event again enqueue nothing new.
 pub struct JobReactor {
     pub name: &'static str,
     pub db: PgPool,
     pub event_type: &'static str,
-    pub jobs: Box<dyn Fn(&StoredEvent) -> Vec<NewJob> + Send + Sync>,
+    pub jobs: JobsOf,
 }
 
 #[async_trait]

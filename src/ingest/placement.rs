@@ -44,7 +44,7 @@ use vigil_projections::{
 
 use super::{
     parsers::{AlertKind, NormalizedAlert, RawPayload},
-    service::{alert_info, event_kind, IngestedAlert},
+    service::{alert_evidence, alert_info, event_kind, IngestedAlert},
 };
 use crate::{
     error::AppError,
@@ -865,19 +865,6 @@ impl Candidates {
         }
         details
     }
-}
-
-/// The evidence of an alert: entities of its labels, entities and terms of its title, detail
-/// and free text.
-fn alert_evidence(alert: &NormalizedAlert) -> Evidence {
-    let labels = alert
-        .labels
-        .iter()
-        .filter_map(|(key, value)| value.as_str().map(|value| (key.as_str(), value)));
-    let texts = std::iter::once(alert.title.as_str())
-        .chain(alert.detail.as_deref())
-        .chain(alert.free_text.iter().map(String::as_str));
-    Evidence::extract(labels, texts)
 }
 
 /// Sorted and deduplicated, as the correlator looks keys up ([`CandidateIncident::evidence`]).

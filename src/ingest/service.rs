@@ -67,6 +67,19 @@ pub(super) fn alert_info(alert_id: i64, alert: &NormalizedAlert, evidence: &Evid
     }
 }
 
+/// The evidence of an alert: entities of its labels, entities and terms of its title, detail
+/// and free text.
+pub fn alert_evidence(alert: &NormalizedAlert) -> Evidence {
+    let labels = alert
+        .labels
+        .iter()
+        .filter_map(|(key, value)| value.as_str().map(|value| (key.as_str(), value)));
+    let texts = std::iter::once(alert.title.as_str())
+        .chain(alert.detail.as_deref())
+        .chain(alert.free_text.iter().map(String::as_str));
+    Evidence::extract(labels, texts)
+}
+
 pub(super) fn event_kind(kind: AlertKind) -> EventKind {
     match kind {
         AlertKind::Alert => EventKind::Alert,

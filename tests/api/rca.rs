@@ -244,7 +244,7 @@ async fn an_alert_after_a_failed_deploy_is_analysed_end_to_end() {
     assert_eq!(rollback["risk"], "high");
     let summary = incident["summary"].as_str().unwrap();
     assert!(
-        summary.starts_with("Most likely cause: the failed deployment"),
+        summary.starts_with("Verdict: LIKELY. Root cause: inventory-service, a failed change"),
         "{summary}"
     );
     assert!(summary.contains("built-in analyst"));

@@ -112,6 +112,8 @@ pub const LABEL_KINDS: &[(&str, EntityKind)] = &[
 const HOST_CONTEXT: &[&str] = &[
     "host", "hostname", "node", "server", "broker", "replica", "primary", "leader",
 ];
+/// Words after which a name is a zone (`zone=fra1-c`, `az us-east-1b`).
+const ZONE_CONTEXT: &[&str] = &["zone", "az", "availability_zone"];
 /// Words after which a hex string is a commit (`sha=5e1d9c7`, `commit 3c1e9f27`).
 const COMMIT_CONTEXT: &[&str] = &["sha", "commit", "revision", "rev", "git_sha", "git_commit"];
 /// Last labels that make a dotted name a DNS name rather than a file, a package or a metric.
@@ -276,6 +278,8 @@ impl Collector {
                 self.entity(EntityKind::Commit, part);
             } else if HOST_CONTEXT.contains(&previous_word) && is_host_name(part) {
                 self.entity(EntityKind::Host, part);
+            } else if ZONE_CONTEXT.contains(&previous_word) && is_host_name(part) {
+                self.entity(EntityKind::Zone, part);
             }
         }
     }
@@ -565,6 +569,16 @@ mod tests {
             EntityKind::Host,
             "subcache-redis-02"
         ));
+    }
+
+    #[test]
+    fn zones_are_named_by_their_context() {
+        assert!(has(
+            "6 of 18 pods are slow, all on nodes in topology.kubernetes.io/zone=fra1-c;",
+            EntityKind::Zone,
+            "fra1-c"
+        ));
+        assert!(!has("the ozone layer", EntityKind::Zone, "layer"));
     }
 
     #[test]

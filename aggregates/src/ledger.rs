@@ -1,0 +1,660 @@
+//! The hypothesis ledger of a root cause analysis: every candidate cause (a change, a failing
+//! dependency, a component's own resources, a network zone), the evidence for it quoted from the
+//! alert and field it came from, and a verdict: CONFIRMED, LIKELY or INCONCLUSIVE. Pure rules
+//! over what the incident's alerts say ([`AlertRecord`]) and the changes linked to it
+//! ([`ChangeRecord`]); the analysts (built-in or model) write from it.
+//!
+//! Three kinds of evidence make a component the cause:
+//! - its own alert shows a failure of its own (a signature of [`crate::signatures`]: down,
+//!   quorum lost, out of memory, disk full, certificate expired...);
+//! - other alerts name it (its service name, its DNS name, its address, its zone): the failing
+//!   requests lead there;
+//! - a change of it came first.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use crate::{
+    correlation::{
+        evidence::{Entity, EntityKind, Evidence},
+        relation,
+    },
+    signatures::{self, Implicates, Signature},
+};
+
+/// What an alert of the incident says.
+#[derive(Debug, Clone)]
+pub struct AlertRecord {
+    pub service: Option<String>,
+    pub title: String,
+    /// Its texts by field name (`title`, `detail`, `description`...).
+    pub texts: Vec<(String, String)>,
+    pub evidence: Evidence,
+    pub fired_at: DateTime<Utc>,
+}
+
+/// A deployment or configuration change linked to the incident.
+#[derive(Debug, Clone)]
+pub struct ChangeRecord {
+    pub service: Option<String>,
+    pub title: String,
+    pub message: Option<String>,
+    pub version: Option<String>,
+    pub commit: Option<String>,
+    pub failed: bool,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    Confirmed,
+    Likely,
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Confirmed => "CONFIRMED",
+            Self::Likely => "LIKELY",
+            Self::Inconclusive => "INCONCLUSIVE",
+        }
+    }
+}
+
+/// What kind of cause a hypothesis names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CauseKind {
+    Change,
+    Dependency,
+    Component,
+    Host,
+    Network,
+    Database,
+    Capacity,
+}
+
+/// One piece of evidence, quoted from where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Index of the alert in the incident (0 is its first), `None` for a change.
+    pub alert: Option<usize>,
+    /// The alert's service, or the change's title.
+    pub source: String,
+    pub field: String,
+    pub excerpt: String,
+    /// The failure kind it shows, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Hypothesis {
+    /// The component at fault, spelled as the alerts spell it.
+    pub component: String,
+    pub kind: CauseKind,
+    /// The failure, in words.
+    pub failure: String,
+    pub support: Vec<Finding>,
+    /// Other alerts that name it (the path from the failing requests).
+    pub named_by: Vec<String>,
+    pub score: f64,
+    pub verdict: Verdict,
+}
+
+/// A component or change that was considered and set aside.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuledOut {
+    pub subject: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Ledger {
+    /// Strongest first.
+    pub hypotheses: Vec<Hypothesis>,
+    pub ruled_out: Vec<RuledOut>,
+}
+
+impl Ledger {
+    /// The verdict of the analysis: that of the strongest hypothesis, or INCONCLUSIVE.
+    pub fn verdict(&self) -> Verdict {
+        self.hypotheses.first().map_or(Verdict::Inconclusive, |h| h.verdict)
+    }
+
+    pub fn leading(&self) -> Option<&Hypothesis> {
+        self.hypotheses.first().filter(|h| h.verdict != Verdict::Inconclusive)
+    }
+}
+
+/// How long before the first alert a change may have caused it.
+const CHANGE_WINDOW: Duration = Duration::minutes(30);
+/// A score from which a hypothesis is LIKELY; CONFIRMED needs two independent lines of evidence.
+const LIKELY_SCORE: f64 = 0.8;
+/// Characters quoted on each side of a matched phrase.
+const EXCERPT_CONTEXT: usize = 90;
+
+/// Builds the ledger from the incident's alerts, other alerts of the same user and window that
+/// were not grouped with it (`nearby`), and its linked changes. A nearby alert is reasoned from
+/// when a chain of direct evidence (a mention, a shared address or host, a shared distinctive
+/// failure) leads to it from the incident's alerts; the others are ruled out.
+pub fn build_with_context(alerts: &[AlertRecord], nearby: &[AlertRecord], changes: &[ChangeRecord]) -> Ledger {
+    let mut reached: Vec<AlertRecord> = alerts.to_vec();
+    let mut pending: Vec<&AlertRecord> = nearby.iter().collect();
+    loop {
+        let (linked, rest): (Vec<&AlertRecord>, Vec<&AlertRecord>) = pending
+            .into_iter()
+            .partition(|candidate| reached.iter().any(|known| related(known, candidate)));
+        pending = rest;
+        if linked.is_empty() {
+            break;
+        }
+        reached.extend(linked.into_iter().cloned());
+    }
+    let mut ledger = build(&reached, changes);
+    let mut unrelated: Vec<String> = pending.iter().filter_map(|a| a.service.clone()).collect();
+    unrelated.sort();
+    unrelated.dedup();
+    for service in unrelated {
+        ledger.ruled_out.push(RuledOut {
+            subject: service,
+            reason: "it fired in the same minutes but nothing leads to it from the incident's alerts: no name, \
+                     address or failure in common"
+                .into(),
+        });
+    }
+    ledger
+}
+
+/// Whether two alerts are directly related: one names the other's service, or they name one
+/// specific entity, or show one distinctive failure.
+fn related(a: &AlertRecord, b: &AlertRecord) -> bool {
+    let keys = |alert: &AlertRecord| {
+        let mut keys: Vec<String> = alert.evidence.keys().collect();
+        keys.sort_unstable();
+        keys
+    };
+    let (a_keys, b_keys) = (keys(a), keys(b));
+    let services_b: Vec<&str> = b.service.as_deref().into_iter().collect();
+    let common = relation::common(a.service.as_deref(), &a_keys, &services_b, &b_keys);
+    let relation = relation::relation(&common, relation::Sharing::ALONE);
+    relation.is_direct() || !common.failures().is_empty()
+}
+
+/// Builds the ledger of an incident from its alerts (oldest first) and its linked changes.
+pub fn build(alerts: &[AlertRecord], changes: &[ChangeRecord]) -> Ledger {
+    let first_alert = alerts.iter().map(|a| a.fired_at).min();
+    let mut hypotheses: Vec<Hypothesis> = Vec::new();
+    for (index, alert) in alerts.iter().enumerate() {
+        if let Some(hypothesis) = own_failure(alerts, index, alert) {
+            merge_into(&mut hypotheses, hypothesis);
+        }
+    }
+    for hypothesis in named_zones(alerts) {
+        merge_into(&mut hypotheses, hypothesis);
+    }
+    let mut ruled_out = Vec::new();
+    for change in changes {
+        match change_hypothesis(alerts, change, first_alert) {
+            Some(hypothesis) => merge_into(&mut hypotheses, hypothesis),
+            None => ruled_out.push(RuledOut {
+                subject: change.title.clone(),
+                reason: "no alert of the incident shows a failure that change could explain".into(),
+            }),
+        }
+    }
+    for hypothesis in &mut hypotheses {
+        hypothesis.verdict = verdict(hypothesis);
+    }
+    hypotheses.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.component.cmp(&b.component)));
+    if let Some(leader) = hypotheses.first() {
+        let leader = leader.component.clone();
+        for other in hypotheses.iter().skip(1) {
+            ruled_out.push(RuledOut {
+                subject: other.component.clone(),
+                reason: if other.named_by.contains(&leader) || named(alerts, &leader, &other.component) {
+                    format!("it fails because {leader} does: its alerts name {leader}")
+                } else {
+                    format!(
+                        "weaker evidence ({:.2} against {:.2})",
+                        other.score, hypotheses[0].score
+                    )
+                },
+            });
+        }
+    }
+    Ledger { hypotheses, ruled_out }
+}
+
+/// The hypothesis that an alert's own component is failing, from the failures its text shows.
+fn own_failure(alerts: &[AlertRecord], index: usize, alert: &AlertRecord) -> Option<Hypothesis> {
+    let service = alert.service.clone()?;
+    let support: Vec<Finding> = findings(index, alert)
+        .into_iter()
+        .filter(|f| f.signature.and_then(signatures::by_id).is_some_and(is_own_failure))
+        .collect();
+    if support.is_empty() {
+        return None;
+    }
+    let named_by = naming_alerts(alerts, index, &service);
+    let best = support
+        .iter()
+        .filter_map(|f| f.signature.and_then(signatures::by_id))
+        .max_by(|a, b| a.confidence.total_cmp(&b.confidence))?;
+    let distinct = {
+        let mut ids: Vec<_> = support.iter().filter_map(|f| f.signature).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    };
+    let score = best.confidence + 0.15 * (distinct - 1) as f64 + 0.45 * named_by.len() as f64;
+    Some(Hypothesis {
+        component: component_name(alert, best, &service),
+        kind: kind_of(best.implicates),
+        failure: best.name.to_owned(),
+        support,
+        named_by,
+        score,
+        verdict: Verdict::Inconclusive,
+    })
+}
+
+/// A failure that says the alerting component itself is broken, rather than something it calls.
+fn is_own_failure(signature: &Signature) -> bool {
+    signature.distinctive && signature.implicates != Implicates::Change
+}
+
+/// Where a failure shows, the component to name: the host a disk fills on, or the service.
+fn component_name(alert: &AlertRecord, signature: &Signature, service: &str) -> String {
+    if signature.implicates == Implicates::Host {
+        if let Some(host) = alert.evidence.entities.iter().find(|e| e.kind == EntityKind::Host) {
+            return host.value.clone();
+        }
+    }
+    service.to_owned()
+}
+
+/// Zones named by several alerts that show network failures: a zone at fault pages the
+/// services whose pods run there.
+fn named_zones(alerts: &[AlertRecord]) -> Vec<Hypothesis> {
+    let zones: Vec<&Entity> = alerts
+        .iter()
+        .flat_map(|a| a.evidence.entities.iter().filter(|e| e.kind == EntityKind::Zone))
+        .collect();
+    let mut out: Vec<Hypothesis> = Vec::new();
+    for zone in zones {
+        if out.iter().any(|h| h.component == zone.value) {
+            continue;
+        }
+        let token = zone.value.replace(['-', '_'], "");
+        let mut support = Vec::new();
+        let mut named_by = Vec::new();
+        for (index, alert) in alerts.iter().enumerate() {
+            let names_zone = alert
+                .evidence
+                .entities
+                .iter()
+                .any(|e| e.value.replace(['-', '_'], "").contains(&token))
+                || alert.evidence.terms.iter().any(|t| t.replace('-', "").contains(&token));
+            if !names_zone {
+                continue;
+            }
+            named_by.extend(alert.service.clone());
+            support.extend(findings(index, alert).into_iter().filter(|f| {
+                f.signature
+                    .and_then(signatures::by_id)
+                    .is_some_and(|s| s.implicates == Implicates::Network)
+            }));
+        }
+        if support.is_empty() {
+            continue;
+        }
+        named_by.dedup();
+        let score = 0.85 + 0.3 * named_by.len() as f64;
+        out.push(Hypothesis {
+            component: zone.value.clone(),
+            kind: CauseKind::Network,
+            failure: "packet loss in the zone".into(),
+            support,
+            named_by,
+            score,
+            verdict: Verdict::Inconclusive,
+        });
+    }
+    out
+}
+
+/// The hypothesis that a linked change caused the incident, if an alert shows a failure it
+/// could explain.
+fn change_hypothesis(
+    alerts: &[AlertRecord],
+    change: &ChangeRecord,
+    first_alert: Option<DateTime<Utc>>,
+) -> Option<Hypothesis> {
+    let service = change.service.clone()?;
+    let before_first =
+        first_alert.is_none_or(|first| change.at <= first + Duration::minutes(5) && first - change.at <= CHANGE_WINDOW);
+    if !before_first {
+        return None;
+    }
+    let mut support = vec![Finding {
+        alert: None,
+        source: change.title.clone(),
+        field: "change".into(),
+        excerpt: change_summary(change),
+        signature: None,
+    }];
+    let mut affected = Vec::new();
+    for (index, alert) in alerts.iter().enumerate() {
+        let own = alert
+            .service
+            .as_deref()
+            .is_some_and(|s| relation::name_parts(s) == relation::name_parts(&service));
+        let names_it = names_service(alert, &service)
+            || change
+                .version
+                .as_deref()
+                .is_some_and(|v| alert.texts.iter().any(|(_, t)| t.contains(v)));
+        if own || names_it {
+            affected.extend(alert.service.clone());
+            support.extend(
+                findings(index, alert)
+                    .into_iter()
+                    .filter(|f| f.signature.is_some())
+                    .take(2),
+            );
+        }
+    }
+    if affected.is_empty() {
+        return None;
+    }
+    affected.dedup();
+    let base = if change.failed { 1.2 } else { 0.9 };
+    let score = base + 0.3 * affected.len() as f64;
+    Some(Hypothesis {
+        component: service,
+        kind: CauseKind::Change,
+        failure: if change.failed {
+            "a failed change".into()
+        } else {
+            "a change that went out just before the failures".into()
+        },
+        support,
+        named_by: affected,
+        score,
+        verdict: Verdict::Inconclusive,
+    })
+}
+
+fn change_summary(change: &ChangeRecord) -> String {
+    let mut parts = vec![format!("{} at {}", change.title, change.at.format("%H:%M:%S UTC"))];
+    if let Some(version) = &change.version {
+        parts.push(format!("version {version}"));
+    }
+    if let Some(commit) = &change.commit {
+        parts.push(format!("commit {}", commit.chars().take(8).collect::<String>()));
+    }
+    if let Some(message) = &change.message {
+        parts.push(format!("\"{}\"", shortened(message, 200)));
+    }
+    parts.join(", ")
+}
+
+/// Folds a hypothesis into one for the same component, or adds it.
+fn merge_into(hypotheses: &mut Vec<Hypothesis>, hypothesis: Hypothesis) {
+    match hypotheses.iter_mut().find(|h| h.component == hypothesis.component) {
+        Some(existing) => {
+            existing.score = existing.score.max(hypothesis.score) + 0.25 * existing.score.min(hypothesis.score);
+            if hypothesis.kind == CauseKind::Change {
+                existing.kind = CauseKind::Change;
+                existing.failure = format!("{}, after {}", existing.failure, hypothesis.failure);
+            }
+            existing.support.extend(hypothesis.support);
+            for name in hypothesis.named_by {
+                if !existing.named_by.contains(&name) {
+                    existing.named_by.push(name);
+                }
+            }
+        }
+        None => hypotheses.push(hypothesis),
+    }
+}
+
+fn verdict(hypothesis: &Hypothesis) -> Verdict {
+    let own = hypothesis.support.iter().any(|f| f.signature.is_some());
+    let others = !hypothesis.named_by.is_empty();
+    match (hypothesis.score >= LIKELY_SCORE, own && others) {
+        (true, true) => Verdict::Confirmed,
+        (true, false) => Verdict::Likely,
+        _ => Verdict::Inconclusive,
+    }
+}
+
+/// The failures an alert's texts show, each quoted around its phrase.
+fn findings(index: usize, alert: &AlertRecord) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    for (field, text) in &alert.texts {
+        for (signature, range) in signatures::matches(text) {
+            if out.iter().any(|f| f.signature == Some(signature.id)) {
+                continue;
+            }
+            out.push(Finding {
+                alert: Some(index),
+                source: alert.service.clone().unwrap_or_else(|| alert.title.clone()),
+                field: field.clone(),
+                excerpt: excerpt(text, range),
+                signature: Some(signature.id),
+            });
+        }
+    }
+    out
+}
+
+/// Other alerts whose text names `service` (by name, a DNS name or host starting with it).
+fn naming_alerts(alerts: &[AlertRecord], index: usize, service: &str) -> Vec<String> {
+    let mut names: Vec<String> = alerts
+        .iter()
+        .enumerate()
+        .filter(|(other, alert)| {
+            *other != index && alert.service.as_deref() != Some(service) && names_service(alert, service)
+        })
+        .filter_map(|(_, alert)| alert.service.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn names_service(alert: &AlertRecord, service: &str) -> bool {
+    let mut keys: Vec<String> = alert.evidence.keys().collect();
+    keys.sort_unstable();
+    relation::mentions(&keys, service)
+}
+
+/// Whether an alert of `leader` names `other`, or one of `other` names `leader`.
+fn named(alerts: &[AlertRecord], leader: &str, other: &str) -> bool {
+    alerts
+        .iter()
+        .any(|a| a.service.as_deref() == Some(other) && names_service(a, leader))
+}
+
+fn kind_of(implicates: Implicates) -> CauseKind {
+    match implicates {
+        Implicates::Dependency => CauseKind::Dependency,
+        Implicates::Component => CauseKind::Component,
+        Implicates::Host => CauseKind::Host,
+        Implicates::Network => CauseKind::Network,
+        Implicates::Database => CauseKind::Database,
+        Implicates::Change => CauseKind::Change,
+        Implicates::Capacity => CauseKind::Capacity,
+    }
+}
+
+/// The text around `range`, cut at character boundaries, with an ellipsis where it is cut.
+fn excerpt(text: &str, range: std::ops::Range<usize>) -> String {
+    let mut start = range.start.saturating_sub(EXCERPT_CONTEXT);
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = (range.end + EXCERPT_CONTEXT).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    let inner = text[start..end].split_whitespace().collect::<Vec<_>>().join(" ");
+    format!(
+        "{}{inner}{}",
+        if start > 0 { "…" } else { "" },
+        if end < text.len() { "…" } else { "" }
+    )
+}
+
+fn shortened(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 2, 9, 0, 0).unwrap() + Duration::seconds(seconds)
+    }
+
+    fn alert(service: &str, text: &str, seconds: i64) -> AlertRecord {
+        AlertRecord {
+            service: Some(service.into()),
+            title: format!("{service} alert"),
+            texts: vec![("detail".into(), text.into())],
+            evidence: Evidence::extract([("service", service)], [text]),
+            fired_at: at(seconds),
+        }
+    }
+
+    #[test]
+    fn the_dependency_named_by_its_callers_and_failing_itself_is_confirmed() {
+        let alerts = [
+            alert("selfcare-web", "GET /account 502 (upstream subscriber-api)", 0),
+            alert(
+                "subcache",
+                "redis_up == 0 on 10.12.8.40:6379; host does not answer ping; sentinel quorum 2",
+                45,
+            ),
+            alert(
+                "subscriber-api",
+                "GET /balance failed: dial tcp 10.12.8.40:6379: i/o timeout",
+                90,
+            ),
+            alert(
+                "usage-api",
+                "JedisConnectionException: Failed to connect to subcache.cellora.internal",
+                150,
+            ),
+        ];
+        let ledger = build(&alerts, &[]);
+        let leader = ledger.leading().expect("a cause");
+        assert_eq!(leader.component, "subcache", "{ledger:#?}");
+        assert_eq!(leader.verdict, Verdict::Confirmed);
+        assert!(leader.named_by.contains(&"usage-api".to_owned()));
+        assert!(ledger.ruled_out.iter().all(|r| r.subject != "subcache"));
+    }
+
+    #[test]
+    fn a_change_of_the_failing_service_before_its_failures_leads() {
+        let alerts = [alert(
+            "ledger-writer",
+            "pod is in CrashLoopBackOff after the rollout",
+            60,
+        )];
+        let change = ChangeRecord {
+            service: Some("ledger-writer".into()),
+            title: "ledger-writer deploy".into(),
+            message: Some("Deployed ledger-writer 3.2.0".into()),
+            version: Some("3.2.0".into()),
+            commit: None,
+            failed: true,
+            at: at(0),
+        };
+        let ledger = build(&alerts, &[change]);
+        let leader = ledger.leading().unwrap();
+        assert_eq!(
+            (leader.component.as_str(), leader.kind),
+            ("ledger-writer", CauseKind::Change)
+        );
+        assert!(leader.support.iter().any(|f| f.excerpt.contains("3.2.0")));
+    }
+
+    #[test]
+    fn nearby_alerts_are_reasoned_from_when_evidence_leads_to_them() {
+        let incident = [alert(
+            "hotel-web",
+            "POST /book/confirm 502: failed calls to reservation-api",
+            0,
+        )];
+        let nearby = [
+            alert(
+                "reservation-api",
+                "payment step failed: PAYMENT_PROVIDER_UNAVAILABLE from payment-orchestrator",
+                160,
+            ),
+            alert(
+                "payment-orchestrator",
+                "POST https://api.payvault.example/v2/authorizations -> 503",
+                50,
+            ),
+            alert(
+                "payvault",
+                "Synthetic check failed 5 of 5: HTTP 503 from api.payvault.example; quorum of regions lost",
+                110,
+            ),
+            alert(
+                "backup-01",
+                "disk /srv/backups is 88% full, no space left on device soon",
+                170,
+            ),
+        ];
+        let ledger = build_with_context(&incident, &nearby, &[]);
+        assert_eq!(ledger.leading().unwrap().component, "payvault", "{ledger:#?}");
+        assert!(ledger.ruled_out.iter().any(|r| r.subject == "backup-01"));
+    }
+
+    #[test]
+    fn without_a_failure_anywhere_nothing_is_established() {
+        let alerts = [alert(
+            "pattern-api",
+            "p99 latency is 1.94 s; request and error rates are normal",
+            0,
+        )];
+        let ledger = build(&alerts, &[]);
+        assert_eq!(ledger.verdict(), Verdict::Inconclusive);
+        assert!(ledger.leading().is_none());
+    }
+
+    #[test]
+    fn a_zone_named_by_alerts_with_packet_loss_is_the_network_cause() {
+        let alerts = [
+            alert("k8s-fra1c-node-14", "inbound_packets_dropped ratio 7.9% on ens5", 0),
+            alert(
+                "gps-ingest",
+                "6 of 18 pods slow, all in topology.kubernetes.io/zone=fra1-c; TCP retransmission 9%",
+                50,
+            ),
+        ];
+        let ledger = build(&alerts, &[]);
+        assert_eq!(ledger.leading().unwrap().component, "fra1-c", "{ledger:#?}");
+    }
+
+    #[test]
+    fn excerpts_quote_around_the_phrase_within_bounds() {
+        let text = format!("{} OOMKilled {}", "a".repeat(200), "é".repeat(200));
+        let found = signatures::matches(&text);
+        let quoted = excerpt(&text, found[0].1.clone());
+        assert!(quoted.contains("OOMKilled") && quoted.starts_with('…') && quoted.ends_with('…'));
+    }
+}
