@@ -811,7 +811,12 @@ impl Candidates {
             affected_services: row.affected_services,
             alert_times: vec![row.started_at, row.last_alert_at],
             correlated_alert_count: row.correlated_alert_count.max(0) as u32,
-            evidence: sorted_keys(row.evidence),
+            // Kept in byte order by the projection (`COLLATE "C"`): sorted again only if not.
+            evidence: if row.evidence.is_sorted() {
+                row.evidence
+            } else {
+                sorted_keys(row.evidence)
+            },
         });
     }
 
@@ -843,7 +848,7 @@ impl Candidates {
             *last = (*last).max(alert.fired_at);
         }
         let evidence = std::mem::take(&mut candidate.evidence);
-        candidate.evidence = sorted_keys(evidence.into_iter().chain(alert.evidence));
+        candidate.evidence = merged(evidence, alert.evidence);
         self.ids[index]
     }
 
@@ -865,6 +870,30 @@ impl Candidates {
         }
         details
     }
+}
+
+/// Two sorted, deduplicated key lists as one, in one pass (an incident taking an alert: its
+/// thousands of keys are not sorted again).
+fn merged(a: Vec<String>, b: Vec<String>) -> Vec<String> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => match x.cmp(y) {
+                std::cmp::Ordering::Less => a.next(),
+                std::cmp::Ordering::Greater => b.next(),
+                std::cmp::Ordering::Equal => {
+                    b.next();
+                    a.next()
+                }
+            },
+            (Some(_), None) => a.next(),
+            (None, Some(_)) => b.next(),
+            (None, None) => break,
+        };
+        out.extend(next);
+    }
+    out
 }
 
 /// Sorted and deduplicated, as the correlator looks keys up ([`CandidateIncident::evidence`]).
@@ -1246,5 +1275,21 @@ async fn write_batch(
             Err(Abort::Conflict)
         }
         Err(error) => Err(error.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merged;
+
+    #[test]
+    fn merged_keys_stay_sorted_and_unique() {
+        let keys = |list: &[&str]| list.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            merged(keys(&["a", "c", "e"]), keys(&["b", "c", "f"])),
+            keys(&["a", "b", "c", "e", "f"])
+        );
+        assert_eq!(merged(Vec::new(), keys(&["x"])), keys(&["x"]));
+        assert_eq!(merged(keys(&["x"]), Vec::new()), keys(&["x"]));
     }
 }

@@ -491,7 +491,7 @@ const ROW_WRITES: &str = "opened AS (
             alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined,
             ARRAY(SELECT DISTINCT unnest(ARRAY(SELECT jsonb_array_elements_text(services))) ORDER BY 1),
             NOT filled, version,
-            (ARRAY(SELECT DISTINCT unnest(ARRAY(SELECT jsonb_array_elements_text(evidence))) ORDER BY 1))[1:4096]
+            (ARRAY(SELECT DISTINCT k COLLATE \"C\" FROM jsonb_array_elements_text(evidence) AS e(k) ORDER BY 1))[1:4096]
         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
                 $8::text[], $9::text[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
                 $14::timestamptz[], $15::int[], $16::jsonb[], $17::bool[], $18::bigint[], $26::jsonb[])
@@ -507,7 +507,8 @@ const ROW_WRITES: &str = "opened AS (
             last_alert_at = GREATEST(last_alert_at, COALESCE(u.latest, last_alert_at)),
             takes_alerts = takes_alerts AND NOT u.filled,
             evidence = CASE WHEN jsonb_array_length(u.evidence) = 0 THEN incidents.evidence ELSE
-                (ARRAY(SELECT DISTINCT unnest(incidents.evidence || ARRAY(SELECT jsonb_array_elements_text(u.evidence)))
+                (ARRAY(SELECT DISTINCT k COLLATE \"C\"
+                       FROM unnest(incidents.evidence || ARRAY(SELECT jsonb_array_elements_text(u.evidence))) AS e(k)
                        ORDER BY 1))[1:4096] END,
             updated_at = u.at, version = u.version
         FROM unnest($19::uuid[], $20::timestamptz[], $21::bigint[], $22::int[], $23::jsonb[], $24::timestamptz[],
