@@ -3,11 +3,11 @@
 //! strongly to two open incidents has them merged by the correlator, and the labelled scenario
 //! set keeps its scores (`vigil eval`).
 
-use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::{
     helpers::{eventually, spawn_app, TestApp},
+    incidents::detail,
     ingestion::{fixture, post_alert},
 };
 
@@ -28,15 +28,6 @@ fn alert_of(service: &str, description: &str, seconds: i64) -> Value {
 async fn post(app: &TestApp, user: &str, body: &Value) -> String {
     let answer = post_alert(app, user, "/api/source_a/alerts", body).await;
     answer["alerts"][0]["incident_id"].as_str().unwrap().to_owned()
-}
-
-async fn detail(app: &TestApp, user: &str, incident: &str) -> Value {
-    let response = app
-        .send_as(user, Method::GET, &format!("/api/incidents/{incident}"), None)
-        .await;
-    assert_eq!(response.status(), 200);
-    let mut body: Value = response.json().await.unwrap();
-    body["incident"].take()
 }
 
 #[tokio::test]

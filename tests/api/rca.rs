@@ -470,11 +470,9 @@ async fn an_analysis_waits_for_its_incident_to_settle() {
         (119.0..=121.0).contains(&wait),
         "the job runs {wait} s after the incident opened"
     );
-    let body: Value = app
-        .send_as(&user, Method::GET, &format!("/api/incidents/{id}"), None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(body["incident"]["auroraStatus"], "idle", "not analysed before then");
+    assert_eq!(
+        detail(&app, &user, &id).await["auroraStatus"],
+        "idle",
+        "not analysed before then"
+    );
 }
