@@ -12,7 +12,7 @@
 //! - a change of it came first.
 
 use chrono::{DateTime, Duration, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     correlation::{
@@ -45,7 +45,7 @@ pub struct ChangeRecord {
     pub at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Verdict {
     Confirmed,
@@ -64,7 +64,7 @@ impl Verdict {
 }
 
 /// What kind of cause a hypothesis names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CauseKind {
     Change,
@@ -77,7 +77,7 @@ pub enum CauseKind {
 }
 
 /// One piece of evidence, quoted from where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     /// Index of the alert in the incident (0 is its first), `None` for a change.
     pub alert: Option<usize>,
@@ -85,9 +85,9 @@ pub struct Finding {
     pub source: String,
     pub field: String,
     pub excerpt: String,
-    /// The failure kind it shows, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signature: Option<&'static str>,
+    /// The failure kind it shows, if any (a [`crate::signatures`] id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -105,7 +105,7 @@ pub struct Hypothesis {
 }
 
 /// A component or change that was considered and set aside.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuledOut {
     pub subject: String,
     pub reason: String,
@@ -127,6 +127,37 @@ impl Ledger {
     pub fn leading(&self) -> Option<&Hypothesis> {
         self.hypotheses.first().filter(|h| h.verdict != Verdict::Inconclusive)
     }
+
+    /// What the analysis concluded, as it is recorded with the incident.
+    pub fn conclusion(&self) -> Conclusion {
+        let leader = self.leading();
+        Conclusion {
+            verdict: self.verdict(),
+            component: leader.map(|h| h.component.clone()),
+            kind: leader.map(|h| h.kind),
+            failure: leader.map(|h| h.failure.clone()),
+            evidence: leader
+                .map(|h| h.support.iter().take(5).cloned().collect())
+                .unwrap_or_default(),
+            named_by: leader.map(|h| h.named_by.clone()).unwrap_or_default(),
+            ruled_out: self.ruled_out.iter().take(8).cloned().collect(),
+        }
+    }
+}
+
+/// The verdict of an analysis and what it rests on: the structured form of its conclusion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Conclusion {
+    pub verdict: Verdict,
+    /// The component at fault; none when the cause is not established.
+    pub component: Option<String>,
+    pub kind: Option<CauseKind>,
+    pub failure: Option<String>,
+    pub evidence: Vec<Finding>,
+    /// The alerts' services that lead to it.
+    pub named_by: Vec<String>,
+    pub ruled_out: Vec<RuledOut>,
 }
 
 /// How long before the first alert a change may have caused it.
@@ -243,7 +274,12 @@ fn own_failure(alerts: &[AlertRecord], index: usize, alert: &AlertRecord) -> Opt
     let service = alert.service.clone()?;
     let support: Vec<Finding> = findings(index, alert)
         .into_iter()
-        .filter(|f| f.signature.and_then(signatures::by_id).is_some_and(is_own_failure))
+        .filter(|f| {
+            f.signature
+                .as_deref()
+                .and_then(signatures::by_id)
+                .is_some_and(is_own_failure)
+        })
         .collect();
     if support.is_empty() {
         return None;
@@ -251,10 +287,10 @@ fn own_failure(alerts: &[AlertRecord], index: usize, alert: &AlertRecord) -> Opt
     let named_by = naming_alerts(alerts, index, &service);
     let best = support
         .iter()
-        .filter_map(|f| f.signature.and_then(signatures::by_id))
+        .filter_map(|f| f.signature.as_deref().and_then(signatures::by_id))
         .max_by(|a, b| own_weight(a).total_cmp(&own_weight(b)))?;
     let distinct = {
-        let mut ids: Vec<_> = support.iter().filter_map(|f| f.signature).collect();
+        let mut ids: Vec<&str> = support.iter().filter_map(|f| f.signature.as_deref()).collect();
         ids.sort_unstable();
         ids.dedup();
         ids.len()
@@ -327,6 +363,7 @@ fn named_zones(alerts: &[AlertRecord]) -> Vec<Hypothesis> {
             named_by.extend(alert.service.clone());
             support.extend(findings(index, alert).into_iter().filter(|f| {
                 f.signature
+                    .as_deref()
                     .and_then(signatures::by_id)
                     .is_some_and(|s| s.implicates == Implicates::Network)
             }));
@@ -460,7 +497,7 @@ fn findings(index: usize, alert: &AlertRecord) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     for (field, text) in &alert.texts {
         for (signature, range) in signatures::matches(text) {
-            if out.iter().any(|f| f.signature == Some(signature.id)) {
+            if out.iter().any(|f| f.signature.as_deref() == Some(signature.id)) {
                 continue;
             }
             out.push(Finding {
@@ -468,7 +505,7 @@ fn findings(index: usize, alert: &AlertRecord) -> Vec<Finding> {
                 source: alert.service.clone().unwrap_or_else(|| alert.title.clone()),
                 field: field.clone(),
                 excerpt: excerpt(text, range),
-                signature: Some(signature.id),
+                signature: Some(signature.id.to_owned()),
             });
         }
     }

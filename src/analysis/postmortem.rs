@@ -340,6 +340,10 @@ fn describe(kind: &str, payload: &Value) -> String {
         "ActiveTabChanged" => format!("view switched to {}", text("tab")),
         "IncidentTouched" => "incident updated".into(),
         "AlertBridged" => "the alert also relates to other open incidents; they are merged".into(),
+        "VerdictRecorded" => format!(
+            "analysis verdict: {}",
+            event["conclusion"]["verdict"].as_str().unwrap_or("recorded")
+        ),
         other => other.to_owned(),
     }
 }

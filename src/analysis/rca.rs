@@ -14,7 +14,7 @@ use vigil_aggregates::{
     incident_analysis::{
         AnalysisCommand, Citation, Suggestion as DomainSuggestion, SuggestionKind, ThoughtKind as DomainThoughtKind,
     },
-    ledger::AlertRecord,
+    ledger::{AlertRecord, Conclusion},
 };
 use vigil_projections::incidents as read;
 
@@ -89,7 +89,7 @@ impl JobHandler for RcaHandler {
                     // The cause is for the operators' log; the incident's summary is for its users.
                     tracing::error!(error = %failure, incident_id = %payload.incident_id, "the analysis failed for good");
                     let _ = self
-                        .finish(&payload, AnalysisStatus::Error, ANALYSIS_FAILED.into())
+                        .finish(&payload, AnalysisStatus::Error, ANALYSIS_FAILED.into(), None)
                         .await;
                 }
                 Err(failure)
@@ -163,8 +163,13 @@ impl RcaHandler {
                 Err(error) => return Err(retryable(error)),
             }
         }
-        self.finish(payload, AnalysisStatus::Complete, analysis.summary.clone())
-            .await?;
+        self.finish(
+            payload,
+            AnalysisStatus::Complete,
+            analysis.summary.clone(),
+            Some(analysis.ledger.conclusion()),
+        )
+        .await?;
         Ok(
             json!({ "thoughts": analysis.thoughts.len(), "suggestions": analysis.suggestions.len(), "chat_session_id": session_id }),
         )
@@ -213,11 +218,18 @@ impl RcaHandler {
     }
 
     /// The analysis's status and summary (which leaves a summary written meanwhile in place).
-    async fn finish(&self, payload: &RcaPayload, status: AnalysisStatus, summary: String) -> Result<(), JobFailure> {
+    async fn finish(
+        &self,
+        payload: &RcaPayload,
+        status: AnalysisStatus,
+        summary: String,
+        conclusion: Option<Conclusion>,
+    ) -> Result<(), JobFailure> {
         let command = IncidentCommand::FinishAnalysis {
             user_id: payload.user_id.clone(),
             status,
             summary,
+            conclusion,
             at: Utc::now(),
         };
         self.execute(payload, command).await

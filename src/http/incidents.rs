@@ -4,7 +4,7 @@
 use axum::{extract::State, Json};
 use chrono::{DateTime, Utc};
 use futures::TryFutureExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -244,6 +244,56 @@ pub struct IncidentDetail {
     /// Deployments and configuration changes that concern the incident's services, inside the
     /// deployment window (not in the spec: an addition).
     changes: Vec<ChangeView>,
+    /// The analysis's verdict and what it rests on, once it reached one (an addition).
+    verdict: Option<VerdictView>,
+}
+
+/// The verdict of the analysis (`docs/rca.md`): CONFIRMED (the component's own failure and
+/// other alerts leading to it), LIKELY (one line of evidence) or INCONCLUSIVE (the cause is not
+/// established).
+#[derive(Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerdictView {
+    #[schema(example = "CONFIRMED")]
+    verdict: VerdictName,
+    /// The component at fault, spelled as the alerts spell it; null when not established.
+    component: Option<String>,
+    /// `change`, `dependency`, `component`, `host`, `network`, `database` or `capacity`.
+    kind: Option<String>,
+    /// The failure, in words.
+    failure: Option<String>,
+    /// The evidence, each quoted from the alert (or change) and field it came from.
+    evidence: Vec<FindingView>,
+    /// The services whose alerts lead to the component.
+    named_by: Vec<String>,
+    /// What was considered and set aside, and why.
+    ruled_out: Vec<RuledOutView>,
+}
+
+#[derive(Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum VerdictName {
+    Confirmed,
+    Likely,
+    Inconclusive,
+}
+
+#[derive(Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FindingView {
+    /// Index of the alert in the incident (0 is its first), null for a change.
+    alert: Option<usize>,
+    /// The alert's service, or the change.
+    source: String,
+    field: String,
+    excerpt: String,
+    /// The failure kind of the signature catalog it shows, if any.
+    signature: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RuledOutView {
+    subject: String,
+    reason: String,
 }
 
 /// A change linked to an incident.
@@ -391,6 +441,10 @@ async fn get_incident(
         thoughts.retain(|t| recorded.contains(&t.id));
         citations.retain(|c| recorded.contains(&c.id));
     }
+    let verdict = row
+        .analysis_verdict
+        .as_ref()
+        .and_then(|stored| serde_json::from_value::<VerdictView>(stored.0.clone()).ok());
     let triggered_at = row.started_at;
     let mut incident = IncidentView::from(row);
     incident.alert.triggered_at = Some(triggered_at);
@@ -478,6 +532,7 @@ async fn get_incident(
                 link: serde_json::to_value(&c.link).unwrap_or_default(),
             })
             .collect(),
+        verdict,
     };
     Ok(Json(IncidentDetailResponse { incident: detail }))
 }

@@ -248,6 +248,14 @@ async fn an_alert_after_a_failed_deploy_is_analysed_end_to_end() {
         "{summary}"
     );
     assert!(summary.contains("built-in analyst"));
+    let verdict = &incident["verdict"];
+    assert_eq!(verdict["verdict"], "LIKELY", "{verdict}");
+    assert_eq!(verdict["component"], "inventory-service");
+    assert_eq!(verdict["kind"], "change");
+    assert!(verdict["evidence"][0]["excerpt"]
+        .as_str()
+        .unwrap()
+        .contains("INVENTORY_DB_POOL_SIZE"));
     let session = &incident["chatSessions"][0];
     assert_eq!(incident["chatSessionId"], session["id"]);
     assert_eq!(session["messages"].as_array().unwrap().last().unwrap()["text"], summary);
@@ -475,4 +483,21 @@ async fn an_analysis_waits_for_its_incident_to_settle() {
         "idle",
         "not analysed before then"
     );
+}
+
+#[tokio::test]
+async fn an_alert_showing_no_failure_gets_an_inconclusive_verdict() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let incident = analysed_incident(&app, &user).await;
+    let verdict = &incident["verdict"];
+    assert_eq!(verdict["verdict"], "INCONCLUSIVE", "{verdict}");
+    assert!(verdict["component"].is_null());
+    assert!(incident["summary"]
+        .as_str()
+        .unwrap()
+        .contains("The cause is not established"));
+    let document: Value = app.get("/api/openapi.json").await.json().await.unwrap();
+    let schema = &document["components"]["schemas"]["VerdictView"];
+    assert!(schema["properties"]["ruledOut"].is_object(), "{schema}");
 }

@@ -4,7 +4,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::correlation::evidence::Evidence;
+use crate::{correlation::evidence::Evidence, ledger::Conclusion};
 use chrono::{DateTime, Utc};
 use cqrs_es::{event_sink::EventSink, Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
@@ -139,6 +139,8 @@ pub enum IncidentCommand {
         user_id: String,
         status: AnalysisStatus,
         summary: String,
+        /// The verdict and what it rests on, when the analysis reached one.
+        conclusion: Option<Conclusion>,
         at: DateTime<Utc>,
     },
     /// Source side of a merge: this incident goes into `target_incident_id`.
@@ -213,6 +215,12 @@ pub enum IncidentEvent {
     IncidentTouched {
         at: DateTime<Utc>,
     },
+    /// The analysis's verdict (CONFIRMED, LIKELY or INCONCLUSIVE), the component at fault, the
+    /// evidence and what it ruled out.
+    VerdictRecorded {
+        conclusion: Conclusion,
+        at: DateTime<Utc>,
+    },
     /// The alert that just joined relates as strongly to these other open incidents: they are
     /// one failure seen from several sides (the correlator merges them into the oldest).
     AlertBridged {
@@ -249,6 +257,7 @@ impl IncidentEvent {
             | E::ActiveTabChanged { at, .. }
             | E::IncidentTouched { at }
             | E::AlertBridged { at, .. }
+            | E::VerdictRecorded { at, .. }
             | E::MergedInto { at, .. }
             | E::IncidentAbsorbed { at, .. }
             | E::ChatSessionLinked { at, .. } => *at,
@@ -270,6 +279,7 @@ impl DomainEvent for IncidentEvent {
             E::ActiveTabChanged { .. } => "ActiveTabChanged",
             E::IncidentTouched { .. } => "IncidentTouched",
             E::AlertBridged { .. } => "AlertBridged",
+            E::VerdictRecorded { .. } => "VerdictRecorded",
             E::MergedInto { .. } => "MergedInto",
             E::IncidentAbsorbed { .. } => "IncidentAbsorbed",
             E::ChatSessionLinked { .. } => "ChatSessionLinked",
@@ -518,6 +528,7 @@ impl Incident {
                 user_id,
                 status,
                 summary,
+                conclusion,
                 at,
             } => {
                 let incident = self.owned_by(&user_id)?;
@@ -535,6 +546,9 @@ impl Incident {
                 let summary: String = summary.chars().take(MAX_SUMMARY_CHARS).collect();
                 if !incident.summary_written_while_running && incident.summary.as_ref() != Some(&summary) {
                     events.push(E::SummaryWritten { summary, at });
+                }
+                if let Some(conclusion) = conclusion {
+                    events.push(E::VerdictRecorded { conclusion, at });
                 }
                 if events.is_empty() {
                     events.push(E::IncidentTouched { at });
@@ -648,6 +662,7 @@ impl Incident {
             | E::ResolutionRequested { .. }
             | E::IncidentTouched { .. }
             | E::AlertBridged { .. }
+            | E::VerdictRecorded { .. }
             | E::ChatSessionLinked { .. } => {}
         }
     }

@@ -168,6 +168,37 @@ fn an_alert_bridging_other_incidents_records_them() {
 }
 
 #[test]
+fn a_finished_analysis_records_its_verdict() {
+    let conclusion = crate::ledger::Conclusion {
+        verdict: crate::ledger::Verdict::Confirmed,
+        component: Some("subcache".into()),
+        kind: Some(crate::ledger::CauseKind::Dependency),
+        failure: Some("cluster quorum or replicas lost".into()),
+        evidence: Vec::new(),
+        named_by: vec!["usage-api".into()],
+        ruled_out: Vec::new(),
+    };
+    Given::with(())
+        .given(vec![opened()])
+        .when(IncidentCommand::FinishAnalysis {
+            user_id: OWNER.into(),
+            status: AnalysisStatus::Complete,
+            summary: "subcache is down.".into(),
+            conclusion: Some(conclusion.clone()),
+            at: at(20),
+        })
+        .then_expect_events(vec![
+            IncidentEvent::AnalysisStatusChanged {
+                status: AnalysisStatus::Complete,
+                analyzed_at: Some(at(20)),
+                at: at(20),
+            },
+            summary_written("subcache is down.", 20),
+            IncidentEvent::VerdictRecorded { conclusion, at: at(20) },
+        ]);
+}
+
+#[test]
 fn correlating_a_held_alert_again_is_a_no_op() {
     Given::with(())
         .given(vec![opened(), correlated(2)])
@@ -668,6 +699,7 @@ fn finish_analysis(summary: &str) -> IncidentCommand {
         user_id: OWNER.into(),
         status: AnalysisStatus::Complete,
         summary: summary.into(),
+        conclusion: None,
         at: at(20),
     }
 }
@@ -743,6 +775,7 @@ fn analyzed_at_is_stamped_once_and_never_by_a_patched_analysis_status() {
             user_id: OWNER.into(),
             status: AnalysisStatus::Error,
             summary: "Disk full on db-1.".into(),
+            conclusion: None,
             at: at(20),
         })
         .then_expect_events(vec![

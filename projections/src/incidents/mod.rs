@@ -85,6 +85,15 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     .execute(conn)
                     .await?;
             }
+            E::VerdictRecorded { conclusion, .. } => {
+                sqlx::query(&set("analysis_verdict = $4"))
+                    .bind(id)
+                    .bind(at)
+                    .bind(version)
+                    .bind(Json(conclusion))
+                    .execute(conn)
+                    .await?;
+            }
             E::SummaryWritten { summary, .. } => {
                 sqlx::query(&set("aurora_summary = $4"))
                     .bind(id)
