@@ -57,11 +57,7 @@ const TYPICAL_LOG_LINE: &str =
 /// The sorted evidence keys of an incident of `service` calling `dependency`.
 fn evidence_of(service: &str, dependency: &str, i: usize) -> Vec<String> {
     let text = format!("{service} calls to {dependency} failed: dial tcp 10.0.{i}.7:5432 timeout");
-    let mut keys: Vec<String> = Evidence::extract([("service", service)], [text.as_str()])
-        .keys()
-        .collect();
-    keys.sort();
-    keys
+    Evidence::extract([("service", service)], [text.as_str()]).sorted_keys()
 }
 
 fn base() -> DateTime<Utc> {

@@ -31,6 +31,28 @@ pub struct AlertRecord {
     pub texts: Vec<(String, String)>,
     pub evidence: Evidence,
     pub fired_at: DateTime<Utc>,
+    /// `evidence.sorted_keys()`, worked out once: the ledger compares every pair of alerts.
+    keys: Vec<String>,
+}
+
+impl AlertRecord {
+    pub fn new(
+        service: Option<String>,
+        title: String,
+        texts: Vec<(String, String)>,
+        evidence: Evidence,
+        fired_at: DateTime<Utc>,
+    ) -> Self {
+        let keys = evidence.sorted_keys();
+        Self {
+            service,
+            title,
+            texts,
+            evidence,
+            fired_at,
+            keys,
+        }
+    }
 }
 
 /// A deployment or configuration change linked to the incident.
@@ -203,14 +225,8 @@ pub fn build_with_context(alerts: &[AlertRecord], nearby: &[AlertRecord], change
 /// name one specific entity, or show one distinctive failure. (Domain words are not followed:
 /// in a tenant of many products they lead into unrelated incidents.)
 fn related(a: &AlertRecord, b: &AlertRecord) -> bool {
-    let keys = |alert: &AlertRecord| {
-        let mut keys: Vec<String> = alert.evidence.keys().collect();
-        keys.sort_unstable();
-        keys
-    };
-    let (a_keys, b_keys) = (keys(a), keys(b));
     let services_b: Vec<&str> = b.service.as_deref().into_iter().collect();
-    let common = relation::common(a.service.as_deref(), &a_keys, &services_b, &b_keys);
+    let common = relation::common(a.service.as_deref(), &a.keys, &services_b, &b.keys);
     let relation = relation::relation(&common, relation::Sharing::ALONE);
     relation.is_direct() || !common.failures().is_empty()
 }
@@ -528,9 +544,7 @@ fn naming_alerts(alerts: &[AlertRecord], index: usize, service: &str) -> Vec<Str
 }
 
 fn names_service(alert: &AlertRecord, service: &str) -> bool {
-    let mut keys: Vec<String> = alert.evidence.keys().collect();
-    keys.sort_unstable();
-    relation::mentions(&keys, service)
+    relation::mentions(&alert.keys, service)
 }
 
 /// Whether an alert of `leader` names `other`, or one of `other` names `leader`.
@@ -588,13 +602,13 @@ mod tests {
     }
 
     fn alert(service: &str, text: &str, seconds: i64) -> AlertRecord {
-        AlertRecord {
-            service: Some(service.into()),
-            title: format!("{service} alert"),
-            texts: vec![("detail".into(), text.into())],
-            evidence: Evidence::extract([("service", service)], [text]),
-            fired_at: at(seconds),
-        }
+        AlertRecord::new(
+            Some(service.into()),
+            format!("{service} alert"),
+            vec![("detail".into(), text.into())],
+            Evidence::extract([("service", service)], [text]),
+            at(seconds),
+        )
     }
 
     #[test]

@@ -717,16 +717,16 @@ mod tests {
                 url: None,
             }],
             similar: vec![],
-            alerts: vec![AlertRecord {
-                service: Some("inventory-service".into()),
-                title: "InventoryServiceHighErrorRate".into(),
-                texts: vec![(
+            alerts: vec![AlertRecord::new(
+                Some("inventory-service".into()),
+                "InventoryServiceHighErrorRate".into(),
+                vec![(
                     "detail".into(),
                     "5xx rate of inventory-service above 5% for 5 minutes".into(),
                 )],
-                evidence: Default::default(),
-                fired_at: at(17, 52, 0),
-            }],
+                Default::default(),
+                at(17, 52, 0),
+            )],
             nearby: vec![],
         }
     }

@@ -313,8 +313,10 @@ impl RcaHandler {
     async fn facts(&self, incident: &read::IncidentRow) -> Result<IncidentFacts, JobFailure> {
         let db = &self.state.db;
         let metadata = &incident.alert_metadata.0;
-        let correlated = read::correlated_alerts(db, incident.id)
-            .await?
+        let correlated_rows = read::correlated_alerts(db, incident.id).await?;
+        let mut alert_ids = vec![incident.source_alert_id];
+        alert_ids.extend(correlated_rows.iter().map(|a| a.source_alert_id));
+        let correlated = correlated_rows
             .into_iter()
             .map(|alert| AlertFact {
                 title: alert.alert_title.unwrap_or_default(),
@@ -346,13 +348,6 @@ impl RcaHandler {
                 at: change.at,
             })
             .collect();
-        let mut alert_ids = vec![incident.source_alert_id];
-        alert_ids.extend(
-            read::correlated_alerts(db, incident.id)
-                .await?
-                .iter()
-                .map(|a| a.source_alert_id),
-        );
         let alerts = alert_records(db, &incident.user_id, &alert_ids).await?;
         // The user's other alerts of the same minutes, grouped elsewhere or not at all: the
         // ledger follows the evidence into them.
@@ -435,13 +430,13 @@ async fn alert_records(db: &sqlx::PgPool, user_id: &str, ids: &[i64]) -> Result<
             .chain(alert.free_text.iter().map(|text| ("description", Some(text))))
             .filter_map(|(field, text)| Some((field.to_owned(), text?.clone())))
             .collect();
-        Some(AlertRecord {
-            service: alert.service.clone(),
-            title: alert.title.clone(),
+        Some(AlertRecord::new(
+            alert.service.clone(),
+            alert.title.clone(),
             texts,
-            evidence: alert_evidence(alert),
-            fired_at: row.fired_at,
-        })
+            alert_evidence(alert),
+            row.fired_at,
+        ))
     });
     Ok(records.collect())
 }

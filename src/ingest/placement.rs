@@ -96,20 +96,19 @@ impl Notification {
         }
         let prepared = alerts
             .iter_mut()
-            .map(|alert| Prepared {
-                // A narrowed copy is taken, not cloned: placement needs only its text, and the
-                // tree is freed here, by the task that built it, rather than by the lane.
-                raw_json: match std::mem::replace(&mut alert.raw, RawPayload::Whole) {
-                    RawPayload::Whole => posted.clone(),
-                    RawPayload::Narrowed(narrowed) => narrowed.to_string().into(),
-                },
-                title_embedding: vectors.embed(&alert.title),
-                evidence: alert_evidence(alert),
-                evidence_keys: Vec::new(),
-            })
-            .map(|mut prepared| {
-                prepared.evidence_keys = sorted_keys(prepared.evidence.keys());
-                prepared
+            .map(|alert| {
+                let evidence = alert_evidence(alert);
+                Prepared {
+                    // A narrowed copy is taken, not cloned: placement needs only its text, and the
+                    // tree is freed here, by the task that built it, rather than by the lane.
+                    raw_json: match std::mem::replace(&mut alert.raw, RawPayload::Whole) {
+                        RawPayload::Whole => posted.clone(),
+                        RawPayload::Narrowed(narrowed) => narrowed.to_string().into(),
+                    },
+                    title_embedding: vectors.embed(&alert.title),
+                    evidence_keys: evidence.sorted_keys(),
+                    evidence,
+                }
             })
             .collect();
         Self {

@@ -209,6 +209,16 @@ pub fn failure_key(id: &str) -> String {
     format!("f:{id}")
 }
 
+impl Evidence {
+    /// [`Evidence::keys`] sorted and deduplicated: the form the relation rules look keys up in.
+    pub fn sorted_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.keys().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+}
+
 /// How a term is kept among an incident's evidence keys.
 pub fn term_key(term: &str) -> String {
     format!("t:{term}")

@@ -108,8 +108,7 @@ pub async fn linked_changes(db: &PgPool, incident_id: Uuid, window: Duration) ->
 fn link(row: &ChangeRow, services: &[&str], evidence: &[String]) -> Option<Relation> {
     let message = row.payload.0.get("message").and_then(Value::as_str);
     let change = Evidence::extract([], std::iter::once(row.alert_title.as_str()).chain(message));
-    let mut keys: Vec<String> = change.keys().collect();
-    keys.sort_unstable();
+    let keys = change.sorted_keys();
     let common = relation::common(row.alert_service.as_deref(), &keys, services, evidence);
     let relation = relation::relation(&common, relation::Sharing::ALONE);
     matches!(
