@@ -204,7 +204,7 @@ impl Tail {
                    COALESCE((SELECT transaction_id FROM event_consumer_checkpoints WHERE name = $2), '0'::xid8),
                    COALESCE((SELECT global_position FROM event_consumer_checkpoints WHERE name = $2), 0))
                AND transaction_id < {SAFE_HORIZON}
-             ORDER BY transaction_id, global_position
+             ORDER BY events.transaction_id, events.global_position
              LIMIT $3",
             selection = self.selection()
         ))
@@ -315,16 +315,18 @@ impl Tail {
         Ok(row.unwrap_or((0, 0)))
     }
 
-    /// Whether every event of the consumer's type at or below `position` has been handed over.
-    async fn has_read_through(&self, position: i64) -> Result<bool, ProjectionError> {
+    /// Whether every event of the consumer's type up to `last` (in tail order) has been handed over.
+    async fn has_read_through(&self, last: (i64, i64)) -> Result<bool, ProjectionError> {
         let (transaction_id, checkpoint) = self.checkpoint().await?;
         let unread: bool = sqlx::query_scalar(&format!(
-            "SELECT EXISTS (SELECT 1 FROM events WHERE aggregate_type = $1{selection} AND global_position <= $2
-                AND (transaction_id, global_position) > ($3::bigint::text::xid8, $4))",
+            "SELECT EXISTS (SELECT 1 FROM events WHERE aggregate_type = $1{selection}
+                AND (transaction_id, global_position) <= ($2::bigint::text::xid8, $3)
+                AND (transaction_id, global_position) > ($4::bigint::text::xid8, $5))",
             selection = self.selection()
         ))
         .bind(self.consumer.aggregate_type())
-        .bind(position)
+        .bind(last.0)
+        .bind(last.1)
         .bind(transaction_id)
         .bind(checkpoint)
         .fetch_one(&self.pool)
@@ -397,24 +399,29 @@ pub async fn replay(pool: &PgPool, consumer: Arc<dyn EventConsumer>) -> Result<u
         ..Tail::new(pool.clone(), consumer.clone())
     };
     let reading = tail.exclusive(Wait::Yes).await?;
-    let last_position: i64 =
-        sqlx::query_scalar("SELECT COALESCE(max(global_position), 0) FROM events WHERE aggregate_type = $1")
-            .bind(consumer.aggregate_type())
-            .fetch_one(pool)
-            .await?;
-    let rebuilt = rebuild(&tail, &consumer, last_position).await;
+    // The last event in tail order, read backwards on the tail's index: `max(global_position)`
+    // would read every event of the type.
+    let last: (i64, i64) = sqlx::query_as(
+        "SELECT transaction_id::text::bigint, global_position FROM events WHERE aggregate_type = $1
+         ORDER BY events.transaction_id DESC, events.global_position DESC LIMIT 1",
+    )
+    .bind(consumer.aggregate_type())
+    .fetch_optional(pool)
+    .await?
+    .unwrap_or((0, 0));
+    let rebuilt = rebuild(&tail, &consumer, last).await;
     release(reading).await?;
     rebuilt
 }
 
-async fn rebuild(tail: &Tail, consumer: &Arc<dyn EventConsumer>, last_position: i64) -> Result<u64, ProjectionError> {
+async fn rebuild(tail: &Tail, consumer: &Arc<dyn EventConsumer>, last: (i64, i64)) -> Result<u64, ProjectionError> {
     tail.reset_checkpoint().await?;
     consumer.reset().await?;
     let deadline = tokio::time::Instant::now() + REPLAY_PATIENCE;
     let mut handed_over = 0;
     loop {
         handed_over += tail.read_available().await?;
-        if tail.has_read_through(last_position).await? {
+        if tail.has_read_through(last).await? {
             return Ok(handed_over);
         }
         if tokio::time::Instant::now() >= deadline {

@@ -53,6 +53,9 @@ pub struct ScenarioResult {
     pub incidents: usize,
     pub rca_hit: bool,
     pub analysis_text: String,
+    /// Per event, in order: where it came from, its true label and the incident it ended in
+    /// (`A`, `B`, ... in order of first appearance), for `--verbose`.
+    pub placements: Vec<String>,
 }
 
 impl ScenarioResult {
@@ -70,6 +73,25 @@ impl ScenarioResult {
         incidents.dedup();
         let analysed = scenario.first_main_alert().and_then(|index| ended_in[index]);
         let analysis_text = analysed.map(|o| o.analysis_text.clone()).unwrap_or_default();
+        let mut seen: Vec<Uuid> = Vec::new();
+        let placements = scenario
+            .events
+            .iter()
+            .zip(ended_in)
+            .map(|(event, outcome)| {
+                let letter = outcome.map_or_else(
+                    || "-".to_owned(),
+                    |o| {
+                        let index = seen.iter().position(|id| *id == o.id).unwrap_or_else(|| {
+                            seen.push(o.id);
+                            seen.len() - 1
+                        });
+                        char::from(b'A' + (index % 26) as u8).to_string()
+                    },
+                );
+                format!("{:>5}s {} {} -> {letter}", event.offset_s, event.source, event.incident)
+            })
+            .collect();
         Self {
             id: scenario.id.clone(),
             category: scenario.root_cause.category.clone(),
@@ -78,6 +100,7 @@ impl ScenarioResult {
             rca_hit: analysed.is_some_and(|o| o.analysed && names_cause(scenario, &o.analysis_text)),
             analysis_text,
             events,
+            placements,
         }
     }
 }
@@ -171,6 +194,9 @@ impl fmt::Display for Report {
                     if r.rca_hit { "yes" } else { "no" }
                 )?;
                 if self.verbose {
+                    for placement in &r.placements {
+                        writeln!(f, "    = {placement}")?;
+                    }
                     for line in r.analysis_text.lines() {
                         writeln!(f, "    | {line}")?;
                     }

@@ -58,15 +58,112 @@ async fn key_lookups_stay_primary_key_probes_when_planned_on_empty_tables() {
         .unwrap()
         .is_empty());
 
+    let off_key = generic_plans_off_key(
+        &mut conn,
+        id,
+        &[
+            (
+                "FROM chat_sessions WHERE id = $1",
+                "chat_sessions",
+                &["chat_sessions_pkey"][..],
+            ),
+            (
+                "merged_into_incident_id\n         WHERE i.id = $1",
+                "incidents",
+                &["incidents_pkey"],
+            ),
+            (
+                "FROM source_alerts WHERE id = $1",
+                "source_alerts",
+                &["source_alerts_pkey"],
+            ),
+            (
+                "(SELECT version FROM chat_sessions WHERE",
+                "chat_sessions",
+                &["chat_sessions_pkey"],
+            ),
+            ("(SELECT version FROM incidents WHERE", "incidents", &["incidents_pkey"]),
+            (
+                "(SELECT version FROM incident_analyses WHERE",
+                "incident_analyses",
+                &["incident_analyses_pkey"],
+            ),
+            (
+                "(SELECT version FROM user_connections WHERE",
+                "user_connections",
+                &["user_connections_pkey"],
+            ),
+            (
+                "ORDER BY i.started_at DESC, i.id LIMIT $2",
+                "incidents",
+                &["incidents_user_started", "incidents_pkey"],
+            ),
+        ],
+    )
+    .await;
+    assert!(off_key.is_empty(), "{}", off_key.join("\n\n"));
+}
+
+/// The tails read events in (transaction, position) order through the tail index, a range from
+/// the checkpoint on. Ordered by the `transaction_id::text::bigint` alias instead, each batch sorted
+/// every remaining event of the type, which made a replay quadratic in the store's size.
+#[tokio::test]
+async fn a_replay_reads_events_in_index_order_without_sorting() {
+    let app = spawn_app_without_workers().await;
+    // Two connections: the replay holds its consumer's lock on one while it reads on the other.
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with((*app.db.connect_options()).clone())
+        .await
+        .unwrap();
+    app.state.events.replay(&pool, Some("chat_sessions")).await.unwrap();
+    let statements = [
+        (
+            "FROM event_consumer_checkpoints WHERE name = $2), 0))",
+            "events",
+            &["events_tail_by_type"][..],
+        ),
+        ("DESC LIMIT 1", "events", &["events_tail_by_type"]),
+    ];
+    let mut off_key = Vec::new();
+    let (mut first, mut second) = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
+    for (statement, table, indexes) in statements {
+        let mut found = false;
+        for conn in [&mut first, &mut second] {
+            if prepared_statements(conn)
+                .await
+                .iter()
+                .any(|(_, text, _)| text.contains(statement))
+            {
+                found = true;
+                off_key.extend(generic_plans_off_key(conn, Uuid::new_v4(), &[(statement, table, indexes)]).await);
+            }
+        }
+        assert!(found, "the replay prepared no statement containing {statement:?}");
+    }
+    assert!(off_key.is_empty(), "{}", off_key.join("\n\n"));
+}
+
+async fn prepared_statements(conn: &mut sqlx::PgConnection) -> Vec<(String, String, Vec<String>)> {
+    sqlx::query_as("SELECT name, statement, parameter_types::text[] FROM pg_prepared_statements")
+        .fetch_all(conn)
+        .await
+        .unwrap()
+}
+
+/// Each statement (found by a fragment of its text among those prepared on `conn`) with a table and
+/// the indexes its scans of that table may use: the generic plan of each must scan the table only
+/// through those, and never sort.
+async fn generic_plans_off_key(
+    conn: &mut sqlx::PgConnection,
+    id: Uuid,
+    statements: &[(&str, &str, &[&str])],
+) -> Vec<String> {
     sqlx::query("SET plan_cache_mode = force_generic_plan")
         .execute(&mut *conn)
         .await
         .unwrap();
-    let prepared: Vec<(String, String, Vec<String>)> =
-        sqlx::query_as("SELECT name, statement, parameter_types::text[] FROM pg_prepared_statements")
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
+    let prepared = prepared_statements(&mut *conn).await;
     let argument = |parameter_type: &str| match parameter_type {
         "uuid" => format!("'{id}'"),
         "uuid[]" => format!("'{{{id}}}'"),
@@ -75,28 +172,8 @@ async fn key_lookups_stay_primary_key_probes_when_planned_on_empty_tables() {
         "bigint" => "1".to_owned(),
         other => panic!("no argument for a parameter of type {other}"),
     };
-    // Each statement with the indexes its scans may use (a merged incident's target is probed
-    // by primary key); none of them may sort.
     let mut off_key = Vec::new();
-    for (statement, indexes) in [
-        ("FROM chat_sessions WHERE id = $1", &["chat_sessions_pkey"][..]),
-        ("merged_into_incident_id\n         WHERE i.id = $1", &["incidents_pkey"]),
-        ("FROM source_alerts WHERE id = $1", &["source_alerts_pkey"]),
-        ("(SELECT version FROM chat_sessions WHERE", &["chat_sessions_pkey"]),
-        ("(SELECT version FROM incidents WHERE", &["incidents_pkey"]),
-        (
-            "(SELECT version FROM incident_analyses WHERE",
-            &["incident_analyses_pkey"],
-        ),
-        (
-            "(SELECT version FROM user_connections WHERE",
-            &["user_connections_pkey"],
-        ),
-        (
-            "ORDER BY i.started_at DESC, i.id LIMIT $2",
-            &["incidents_user_started", "incidents_pkey"],
-        ),
-    ] {
+    for &(statement, table, indexes) in statements {
         let (name, _, parameter_types) = prepared
             .iter()
             .find(|(_, text, _)| text.contains(statement))
@@ -109,13 +186,14 @@ async fn key_lookups_stay_primary_key_probes_when_planned_on_empty_tables() {
         let nodes: Vec<&str> = plan.iter().map(|line| line.trim().trim_start_matches("->  ")).collect();
         let scans: Vec<&&str> = nodes
             .iter()
-            .filter(|node| node.contains(" Scan ") && !node.starts_with("Function Scan"))
+            .filter(|node| node.contains(" Scan ") && node.contains(&format!(" on {table} ")))
             .collect();
         let by_key = !scans.is_empty()
             && scans.iter().all(|scan| {
-                indexes
-                    .iter()
-                    .any(|index| scan.starts_with(&format!("Index Scan using {index} ")))
+                indexes.iter().any(|index| {
+                    scan.contains(&format!("Scan using {index} "))
+                        || scan.contains(&format!("Scan Backward using {index} "))
+                })
             })
             && !nodes
                 .iter()
@@ -127,5 +205,5 @@ async fn key_lookups_stay_primary_key_probes_when_planned_on_empty_tables() {
             ));
         }
     }
-    assert!(off_key.is_empty(), "{}", off_key.join("\n\n"));
+    off_key
 }

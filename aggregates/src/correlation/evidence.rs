@@ -18,6 +18,9 @@ pub enum EntityKind {
     Endpoint,
     Dns,
     Host,
+    /// Hosts of one fleet: a host name without its index (`k8s-fra1c-node` of
+    /// `k8s-fra1c-node-14`), or a name pattern (`k8s-fra1c-*`).
+    HostGroup,
     Cluster,
     Namespace,
     Pod,
@@ -40,6 +43,7 @@ impl EntityKind {
             Self::Endpoint => "endpoint",
             Self::Dns => "dns",
             Self::Host => "host",
+            Self::HostGroup => "hostgroup",
             Self::Cluster => "cluster",
             Self::Namespace => "namespace",
             Self::Pod => "pod",
@@ -65,6 +69,7 @@ impl EntityKind {
                 | Self::Endpoint
                 | Self::Dns
                 | Self::Host
+                | Self::HostGroup
                 | Self::Node
                 | Self::Database
                 | Self::Queue
@@ -110,7 +115,8 @@ pub const LABEL_KINDS: &[(&str, EntityKind)] = &[
 
 /// Words after which the next name is a host (`on host db-7`, `broker kafka-2`).
 const HOST_CONTEXT: &[&str] = &[
-    "host", "hostname", "node", "server", "broker", "replica", "primary", "leader",
+    "host", "hostname", "node", "server", "broker", "replica", "primary", "leader", "hosts", "nodes", "servers",
+    "brokers", "replicas",
 ];
 /// Words after which a name is a zone (`zone=fra1-c`, `az us-east-1b`).
 const ZONE_CONTEXT: &[&str] = &["zone", "az", "availability_zone"];
@@ -274,9 +280,14 @@ impl Collector {
             self.address(authority, true);
             return;
         }
-        for part in chunk.split('/') {
+        let mut parts = chunk.split('/').peekable();
+        while let Some(part) = parts.next() {
             let part = part.trim_matches(|c: char| matches!(c, '.' | ':' | '-' | '_'));
             if part.is_empty() {
+                continue;
+            }
+            // `topology.kubernetes.io/zone`: a dotted prefix of a label key, not a host.
+            if parts.peek().is_some() && !is_ipv4(part) && is_dns_name(part) {
                 continue;
             }
             if self.address(part, false) {
@@ -337,7 +348,18 @@ impl Collector {
         }
     }
 
-    fn finish(self) -> Evidence {
+    fn finish(mut self) -> Evidence {
+        let hosts: Vec<String> = self
+            .entities
+            .iter()
+            .filter(|e| matches!(e.kind, EntityKind::Host | EntityKind::Node))
+            .map(|e| e.value.clone())
+            .collect();
+        for host in hosts {
+            for group in host_groups(&host) {
+                self.entity(EntityKind::HostGroup, &group);
+            }
+        }
         Evidence {
             entities: self.entities,
             terms: self.terms,
@@ -432,6 +454,32 @@ fn is_host_name(text: &str) -> bool {
         && text.bytes().any(|b| b.is_ascii_alphabetic())
         && text.bytes().any(|b| b.is_ascii_digit() || b == b'-')
 }
+
+/// The fleets a host name says it belongs to: the name without its trailing index, and that
+/// name's shorter hyphen prefixes, each of at least two parts with a distinctive one (a part with
+/// three letters that is not a generic word): `k8s-fra1c-node-14` gives `k8s-fra1c-node` and
+/// `k8s-fra1c`; `ip-10-0-34-17` and `db-7` give nothing.
+fn host_groups(host: &str) -> Vec<String> {
+    let mut parts: Vec<&str> = host.split('-').collect();
+    while parts.last().is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit())) {
+        parts.pop();
+    }
+    let distinctive = |part: &str| {
+        part.bytes().filter(u8::is_ascii_alphabetic).count() >= 3
+            && !super::relation::GENERIC_NAME_PARTS.contains(&part)
+    };
+    let mut groups = Vec::new();
+    for len in (2..=parts.len()).rev().take(MAX_HOST_GROUPS) {
+        let prefix = &parts[..len];
+        if prefix.iter().any(|p| distinctive(p)) {
+            groups.push(prefix.join("-"));
+        }
+    }
+    groups
+}
+
+/// Fleet names kept per host: a deep name's shortest prefixes say little.
+const MAX_HOST_GROUPS: usize = 3;
 
 /// `1.2.3`, `v1.2`, `5.8.0-rc1`: the version part, or `None`.
 fn version(text: &str) -> Option<&str> {
@@ -582,11 +630,28 @@ mod tests {
     }
 
     #[test]
+    fn hosts_of_one_fleet_share_a_group() {
+        for text in ["on host k8s-fra1c-node-14", "on host k8s-fra1c-node-09", "errors come from nodes k8s-fra1c-*"] {
+            assert!(has(text, EntityKind::HostGroup, "k8s-fra1c"), "{text}");
+        }
+        assert!(has("broker kafka-2", EntityKind::HostGroup, "kafka") == false);
+        assert_eq!(host_groups("cart-redis-01"), ["cart-redis"]);
+        assert!(host_groups("ip-10-0-34-17").is_empty());
+        assert!(host_groups("db-7").is_empty());
+        assert!(host_groups("web-node-3").is_empty(), "generic parts only");
+    }
+
+    #[test]
     fn zones_are_named_by_their_context() {
         assert!(has(
             "6 of 18 pods are slow, all on nodes in topology.kubernetes.io/zone=fra1-c;",
             EntityKind::Zone,
             "fra1-c"
+        ));
+        assert!(!has(
+            "nodes in topology.kubernetes.io/zone=fra1-c",
+            EntityKind::Dns,
+            "topology.kubernetes.io"
         ));
         assert!(!has("the ozone layer", EntityKind::Zone, "layer"));
     }
