@@ -11,7 +11,7 @@ use vigil_aggregates::{
     incident::AlertInfo,
 };
 
-use super::parsers::{AlertKind, NormalizedAlert};
+use super::parsers::{AlertKind, NormalizedAlert, Source};
 use crate::{error::AppError, state::AppState};
 
 /// What became of one alert of a notification.
@@ -70,10 +70,16 @@ pub(super) fn alert_info(alert_id: i64, alert: &NormalizedAlert, evidence: &Evid
 /// The evidence of an alert: entities of its labels, entities and terms of its title, detail
 /// and free text.
 pub fn alert_evidence(alert: &NormalizedAlert) -> Evidence {
+    // A host-monitoring agent's alert is about the host it names as its service.
+    let host = (alert.source == Source::SourceC)
+        .then_some(alert.service.as_deref())
+        .flatten()
+        .map(|host| ("host", host));
     let labels = alert
         .labels
         .iter()
-        .filter_map(|(key, value)| value.as_str().map(|value| (key.as_str(), value)));
+        .filter_map(|(key, value)| value.as_str().map(|value| (key.as_str(), value)))
+        .chain(host);
     let texts = std::iter::once(alert.title.as_str())
         .chain(alert.detail.as_deref())
         .chain(alert.free_text.iter().map(String::as_str));

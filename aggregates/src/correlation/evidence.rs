@@ -631,10 +631,17 @@ mod tests {
 
     #[test]
     fn hosts_of_one_fleet_share_a_group() {
-        for text in ["on host k8s-fra1c-node-14", "on host k8s-fra1c-node-09", "errors come from nodes k8s-fra1c-*"] {
+        for text in [
+            "on host k8s-fra1c-node-14",
+            "on host k8s-fra1c-node-09",
+            "errors come from nodes k8s-fra1c-*",
+        ] {
             assert!(has(text, EntityKind::HostGroup, "k8s-fra1c"), "{text}");
         }
-        assert!(has("broker kafka-2", EntityKind::HostGroup, "kafka") == false);
+        assert!(
+            !has("broker kafka-2", EntityKind::HostGroup, "kafka"),
+            "one part is no fleet"
+        );
         assert_eq!(host_groups("cart-redis-01"), ["cart-redis"]);
         assert!(host_groups("ip-10-0-34-17").is_empty());
         assert!(host_groups("db-7").is_empty());
