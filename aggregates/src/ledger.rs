@@ -133,11 +133,23 @@ pub struct RuledOut {
     pub reason: String,
 }
 
+/// A failure shown at the same time by an alert that nothing in the incident leads to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unlinked {
+    pub component: String,
+    /// The failure, in words.
+    pub failure: String,
+    pub evidence: Finding,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Ledger {
     /// Strongest first.
     pub hypotheses: Vec<Hypothesis>,
     pub ruled_out: Vec<RuledOut>,
+    /// When the incident's own evidence establishes nothing: the failures other alerts of the
+    /// same minutes show, strongest first, as leads to check rather than causes.
+    pub unlinked: Vec<Unlinked>,
 }
 
 impl Ledger {
@@ -163,6 +175,7 @@ impl Ledger {
                 .unwrap_or_default(),
             named_by: leader.map(|h| h.named_by.clone()).unwrap_or_default(),
             ruled_out: self.ruled_out.iter().take(8).cloned().collect(),
+            unlinked: self.unlinked.clone(),
         }
     }
 }
@@ -180,7 +193,13 @@ pub struct Conclusion {
     /// The alerts' services that lead to it.
     pub named_by: Vec<String>,
     pub ruled_out: Vec<RuledOut>,
+    /// Failures of the same minutes that nothing links to the incident (see [`Ledger::unlinked`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unlinked: Vec<Unlinked>,
 }
+
+/// Unlinked failures named at most, so that a storm's unrelated failures do not bury the lead.
+const MAX_UNLINKED: usize = 3;
 
 /// How long before the first alert a change may have caused it.
 const CHANGE_WINDOW: Duration = Duration::minutes(30);
@@ -192,7 +211,10 @@ const EXCERPT_CONTEXT: usize = 90;
 /// Builds the ledger from the incident's alerts, other alerts of the same user and window that
 /// were not grouped with it (`nearby`), and its linked changes. A nearby alert is reasoned from
 /// when a chain of direct evidence (a mention, a shared address or host, a shared distinctive
-/// failure) leads to it from the incident's alerts; the others are ruled out.
+/// failure) leads to it from the incident's alerts. The others are ruled out, unless the
+/// incident's own evidence establishes nothing: then those that show a failure of their own are
+/// kept as unlinked leads (a caller's vague errors often name nothing of the dependency that
+/// fails at the same time).
 pub fn build_with_context(alerts: &[AlertRecord], nearby: &[AlertRecord], changes: &[ChangeRecord]) -> Ledger {
     let mut reached: Vec<AlertRecord> = alerts.to_vec();
     let mut pending: Vec<&AlertRecord> = nearby.iter().collect();
@@ -207,7 +229,14 @@ pub fn build_with_context(alerts: &[AlertRecord], nearby: &[AlertRecord], change
         reached.extend(linked.into_iter().cloned());
     }
     let mut ledger = build(&reached, changes);
-    let mut unrelated: Vec<String> = pending.iter().filter_map(|a| a.service.clone()).collect();
+    if ledger.leading().is_none() {
+        ledger.unlinked = unlinked_failures(&pending);
+    }
+    let mut unrelated: Vec<String> = pending
+        .iter()
+        .filter_map(|a| a.service.clone())
+        .filter(|service| !ledger.unlinked.iter().any(|u| u.component == *service))
+        .collect();
     unrelated.sort();
     unrelated.dedup();
     for service in unrelated {
@@ -219,6 +248,34 @@ pub fn build_with_context(alerts: &[AlertRecord], nearby: &[AlertRecord], change
         });
     }
     ledger
+}
+
+/// The strongest failure each alert shows of its own component, strongest first, one per component.
+fn unlinked_failures(alerts: &[&AlertRecord]) -> Vec<Unlinked> {
+    let mut found: Vec<(f64, Unlinked)> = Vec::new();
+    for alert in alerts {
+        let alone = build(std::slice::from_ref(*alert), &[]);
+        let Some(leader) = alone.leading() else { continue };
+        let Some(evidence) = leader.support.first() else {
+            continue;
+        };
+        if found.iter().any(|(_, u)| u.component == leader.component) {
+            continue;
+        }
+        found.push((
+            leader.score,
+            Unlinked {
+                component: leader.component.clone(),
+                failure: leader.failure.clone(),
+                evidence: Finding {
+                    alert: None,
+                    ..evidence.clone()
+                },
+            },
+        ));
+    }
+    found.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.component.cmp(&b.1.component)));
+    found.into_iter().take(MAX_UNLINKED).map(|(_, u)| u).collect()
 }
 
 /// Whether evidence leads from one alert to the other: one names the other's service, or they
@@ -282,7 +339,11 @@ pub fn build(alerts: &[AlertRecord], changes: &[ChangeRecord]) -> Ledger {
             });
         }
     }
-    Ledger { hypotheses, ruled_out }
+    Ledger {
+        hypotheses,
+        ruled_out,
+        unlinked: Vec::new(),
+    }
 }
 
 /// The hypothesis that an alert's own component is failing, from the failures its text shows.
@@ -708,6 +769,31 @@ mod tests {
         let ledger = build(&alerts, &[]);
         assert_eq!(ledger.verdict(), Verdict::Inconclusive);
         assert!(ledger.leading().is_none());
+    }
+
+    #[test]
+    fn failures_nothing_leads_to_are_leads_only_when_nothing_is_established() {
+        let vague = [alert("upload-api", "photo upload failure rate 31%", 0)];
+        let nearby = [
+            alert(
+                "obj-store",
+                "MinIO cluster lost write quorum: 2 of 4 drives offline",
+                80,
+            ),
+            alert("feed-api", "broken image rate above 2%", 140),
+        ];
+        let ledger = build_with_context(&vague, &nearby, &[]);
+        assert_eq!(ledger.verdict(), Verdict::Inconclusive);
+        let unlinked: Vec<&str> = ledger.unlinked.iter().map(|u| u.component.as_str()).collect();
+        assert_eq!(unlinked, ["obj-store"], "{ledger:#?}");
+        assert!(!ledger.ruled_out.iter().any(|r| r.subject == "obj-store"));
+        assert!(ledger.ruled_out.iter().any(|r| r.subject == "feed-api"));
+        assert_eq!(ledger.conclusion().unlinked.len(), 1);
+
+        let failing = [alert("upload-api", "OOMKilled: container exceeded its memory limit", 0)];
+        let ledger = build_with_context(&failing, &nearby, &[]);
+        assert!(ledger.unlinked.is_empty(), "an established cause needs no leads");
+        assert!(ledger.ruled_out.iter().any(|r| r.subject == "obj-store"));
     }
 
     #[test]

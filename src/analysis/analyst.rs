@@ -388,13 +388,21 @@ fn evidence(facts: &IncidentFacts, suspect: Option<&DeploymentFact>) -> Vec<Stri
 /// the cause is not established and what to check.
 fn conclusion(facts: &IncidentFacts, service: &str, ledger: &Ledger, symptom: Symptom) -> String {
     let Some(leader) = ledger.leading() else {
-        return format!(
+        let mut text = format!(
             "Verdict: {}. The cause is not established: no alert of the incident shows a failure that explains \
              this {} on {service}, and no linked change does. {}",
             Verdict::Inconclusive.as_str(),
             symptom.noun(),
             symptom.next_look(facts.detail.as_deref())
         );
+        for lead in &ledger.unlinked {
+            text.push_str(&format!(
+                " In the same minutes {} showed a failure of its own, {}: it says \"{}\". Nothing in this \
+                 incident's alerts leads to it; check whether {service} depends on {}.",
+                lead.component, lead.failure, lead.evidence.excerpt, lead.component
+            ));
+        }
+        return text;
     };
     let evidence: Vec<String> = leader
         .support

@@ -268,6 +268,18 @@ pub struct VerdictView {
     named_by: Vec<String>,
     /// What was considered and set aside, and why.
     ruled_out: Vec<RuledOutView>,
+    /// When the cause is not established: failures other alerts showed in the same minutes that
+    /// nothing in the incident leads to, as leads to check. Empty otherwise.
+    #[serde(default)]
+    unlinked: Vec<UnlinkedView>,
+}
+
+#[derive(Serialize, Deserialize, utoipa::ToSchema)]
+pub struct UnlinkedView {
+    component: String,
+    /// The failure, in words.
+    failure: String,
+    evidence: FindingView,
 }
 
 #[derive(Serialize, Deserialize, utoipa::ToSchema)]

@@ -501,3 +501,40 @@ async fn an_alert_showing_no_failure_gets_an_inconclusive_verdict() {
     let schema = &document["components"]["schemas"]["VerdictView"];
     assert!(schema["properties"]["ruledOut"].is_object(), "{schema}");
 }
+
+#[tokio::test]
+async fn a_failure_nothing_links_is_named_as_a_lead_when_the_cause_is_not_established() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let storage = json!({"status": "firing", "alerts": [{
+        "status": "firing",
+        "labels": {"alertname": "BlobStoreWriteQuorumLost", "service": "blob-store", "instance": "10.9.4.11:9000"},
+        "annotations": {"description": "MinIO cluster lost write quorum: 2 of 4 drives offline"},
+        "startsAt": "2026-11-20T14:01:00Z",
+        "fingerprint": "a1b2c3d4e5f60718"
+    }]});
+    let placed = post_alert(&app, &user, "/api/source_a/alerts", &storage).await;
+    let storage_incident = placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+
+    let incident = analysed_incident(&app, &user).await;
+    assert_ne!(incident["id"], storage_incident, "nothing links the two alerts");
+    let verdict = &incident["verdict"];
+    assert_eq!(verdict["verdict"], "INCONCLUSIVE", "{verdict}");
+    assert_eq!(verdict["unlinked"][0]["component"], "blob-store", "{verdict}");
+    assert!(
+        verdict["unlinked"][0]["evidence"]["excerpt"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("quorum"),
+        "{verdict}"
+    );
+    let ruled_out = verdict["ruledOut"].as_array().unwrap();
+    assert!(
+        !ruled_out.iter().any(|r| r["subject"] == "blob-store"),
+        "a lead is not ruled out"
+    );
+    let summary = incident["summary"].as_str().unwrap();
+    assert!(summary.contains("The cause is not established"), "{summary}");
+    assert!(summary.contains("blob-store showed a failure of its own"), "{summary}");
+}

@@ -177,6 +177,7 @@ fn a_finished_analysis_records_its_verdict() {
         evidence: Vec::new(),
         named_by: vec!["usage-api".into()],
         ruled_out: Vec::new(),
+        unlinked: Vec::new(),
     };
     Given::with(())
         .given(vec![opened()])
