@@ -61,6 +61,7 @@ impl Application {
             Arc::new(crate::ingest::bridging::bridge_reactor(db.clone())),
         ]));
         let metrics = Arc::new(HttpMetrics::new());
+        let topologies = Arc::new(crate::topology::TopologyCache::default());
         let state = AppState::new(Services {
             rate_limiter: Arc::new(RateLimiter::new(&cache, Budgets::from_config(&config))),
             metrics: metrics.clone(),
@@ -73,11 +74,13 @@ impl Application {
                     VectorStore::default(),
                     events.announcer.clone(),
                     metrics.placement(),
-                ),
+                )
+                .with_topologies(topologies.clone()),
                 config.ingest_lanes as usize,
                 config.ingest_batch_max_alerts as usize,
                 Duration::from_millis(config.ingest_batch_linger_ms),
             )),
+            topologies,
             events,
             correlation,
             vectors: VectorStore::default(),

@@ -12,7 +12,9 @@ use axum::{
 };
 use cqrs_es::AggregateError;
 use serde::Serialize;
-use vigil_aggregates::{chat_session::ChatSessionError, incident::IncidentError, incident_analysis::AnalysisError};
+use vigil_aggregates::{
+    chat_session::ChatSessionError, incident::IncidentError, incident_analysis::AnalysisError, topology::TopologyError,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -131,10 +133,11 @@ impl From<AggregateError<IncidentError>> for AppError {
     fn from(error: AggregateError<IncidentError>) -> Self {
         match error {
             AggregateError::UserError(domain) => match domain {
-                IncidentError::NotFound => Self::NotFound(domain.to_string()),
-                IncidentError::AlreadyExists | IncidentError::AlreadyMerged | IncidentError::NotCorrelatable(_) => {
-                    Self::Conflict(domain.to_string())
-                }
+                IncidentError::NotFound | IncidentError::AlertNotFound => Self::NotFound(domain.to_string()),
+                IncidentError::AlreadyExists
+                | IncidentError::AlreadyMerged
+                | IncidentError::NotCorrelatable(_)
+                | IncidentError::CannotSplit(_) => Self::Conflict(domain.to_string()),
                 IncidentError::Invalid(message) => Self::invalid(message),
             },
             other => aggregate_failure(other),
@@ -149,6 +152,15 @@ impl From<AggregateError<AnalysisError>> for AppError {
             AggregateError::UserError(duplicate @ AnalysisError::DuplicateCitation(_)) => {
                 Self::Conflict(duplicate.to_string())
             }
+            other => aggregate_failure(other),
+        }
+    }
+}
+
+impl From<AggregateError<TopologyError>> for AppError {
+    fn from(error: AggregateError<TopologyError>) -> Self {
+        match error {
+            AggregateError::UserError(domain @ TopologyError::NotFound) => Self::NotFound(domain.to_string()),
             other => aggregate_failure(other),
         }
     }

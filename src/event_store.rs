@@ -10,11 +10,15 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use vigil_aggregates::{
     chat_session::ChatSession, connection::Connection, incident::Incident, incident_analysis::IncidentAnalysis,
+    topology::Topology,
 };
 use vigil_projections::{
-    chat_sessions::ChatSessionsReadModel, connections::ConnectionsReadModel,
-    incident_analysis::IncidentAnalysisReadModel, incidents::IncidentsReadModel, AppendAnnouncer, EventConsumer,
-    Projector, ReadModel, Tail, TailWakers,
+    chat_sessions::ChatSessionsReadModel,
+    connections::ConnectionsReadModel,
+    incident_analysis::IncidentAnalysisReadModel,
+    incidents::IncidentsReadModel,
+    topology::{LearnedTopology, TopologyReadModel},
+    AppendAnnouncer, EventConsumer, Projector, ReadModel, Tail, TailWakers,
 };
 
 /// How often a command is tried before it gives up losing optimistic-concurrency races. Two
@@ -34,6 +38,7 @@ pub type ChatSessions = AggregateStore<ChatSession>;
 pub type Incidents = AggregateStore<Incident>;
 pub type Analyses = AggregateStore<IncidentAnalysis>;
 pub type Connections = AggregateStore<Connection>;
+pub type Topologies = AggregateStore<Topology>;
 
 /// One aggregate type's command side: the cqrs-es framework, and how its appends are announced
 /// to the tails.
@@ -72,6 +77,7 @@ pub struct EventStore {
     pub incidents: Arc<Incidents>,
     pub analyses: Arc<Analyses>,
     pub connections: Arc<Connections>,
+    pub topologies: Arc<Topologies>,
     /// Tells the tails (of every instance) that events were appended.
     pub announcer: AppendAnnouncer,
     /// Every projection, each fed by its own tail; `vigil replay` rebuilds these.
@@ -88,11 +94,13 @@ impl EventStore {
         let incidents = AggregateStore::new(db, &announcer, IncidentsReadModel);
         let analyses = AggregateStore::new(db, &announcer, IncidentAnalysisReadModel);
         let connections = AggregateStore::new(db, &announcer, ConnectionsReadModel);
+        let topologies = AggregateStore::new(db, &announcer, TopologyReadModel);
         Self {
             chat_sessions: Arc::new(chat_sessions),
             incidents: Arc::new(incidents),
             analyses: Arc::new(analyses),
             connections: Arc::new(connections),
+            topologies: Arc::new(topologies),
             announcer,
             // Incidents first: other read models refer to them (and replaying incidents empties
             // the analysis tables, which the analysis projection then rebuilds).
@@ -102,6 +110,8 @@ impl EventStore {
                 Arc::new(Projector::new(db.clone(), IncidentAnalysisReadModel)),
                 Arc::new(Projector::new(db.clone(), ChatSessionsReadModel)),
                 Arc::new(Projector::new(db.clone(), ConnectionsReadModel)),
+                Arc::new(Projector::new(db.clone(), TopologyReadModel)),
+                Arc::new(LearnedTopology::new(db.clone())),
             ],
             reactors: Vec::new(),
         }

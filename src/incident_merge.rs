@@ -21,7 +21,7 @@ use vigil_projections::{incidents::IncidentsReadModel, load_all, AppendAnnouncer
 use crate::{error::AppError, event_store::Actor};
 
 /// How often a merge is decided again after another writer appended to either incident first.
-const MAX_ATTEMPTS: u32 = 8;
+pub(crate) const MAX_ATTEMPTS: u32 = 8;
 /// What PostgreSQL raises for a unique violation and for a deadlock.
 const UNIQUE_VIOLATION: &str = "23505";
 const DEADLOCK_DETECTED: &str = "40P01";
@@ -66,7 +66,7 @@ pub async fn merge(
     ))
 }
 
-enum Attempt {
+pub(crate) enum Attempt {
     /// Another writer appended to one of the incidents first: decide again.
     LostRace,
     Failed(AppError),
@@ -148,7 +148,7 @@ async fn try_merge(
 }
 
 /// An incident's events, its state after them, and its last sequence.
-async fn load(
+pub(crate) async fn load(
     conn: &mut PgConnection,
     incident_id: Uuid,
 ) -> Result<(Vec<EventEnvelope<Incident>>, Incident, usize), Attempt> {
@@ -162,7 +162,7 @@ async fn load(
 }
 
 /// `events` as the next ones of `incident_id`'s stream, after sequence `after`.
-fn envelopes(
+pub(crate) fn envelopes(
     incident_id: Uuid,
     after: usize,
     events: Vec<IncidentEvent>,
@@ -181,7 +181,7 @@ fn envelopes(
 }
 
 /// Appends events as postgres-es does (same columns, same JSON).
-async fn append(conn: &mut PgConnection, events: &[EventEnvelope<Incident>]) -> Result<(), Attempt> {
+pub(crate) async fn append(conn: &mut PgConnection, events: &[EventEnvelope<Incident>]) -> Result<(), Attempt> {
     for event in events {
         let payload =
             serde_json::to_value(&event.payload).map_err(|error| Attempt::Failed(AppError::Internal(error.into())))?;

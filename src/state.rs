@@ -46,6 +46,8 @@ pub struct Services {
     pub agent_cli: Option<Arc<crate::agent::cli::CliConfig>>,
     /// Where alert notifications are placed into incidents, in batches.
     pub ingest: Arc<IngestPipeline>,
+    /// Users' service topologies as placement reads them (shared with it).
+    pub topologies: Arc<crate::topology::TopologyCache>,
     pub cache: Cache,
     /// Reply messages for every socket that follows their session, on any instance.
     pub session_fanout: Arc<crate::ws::fanout::SessionFanout>,

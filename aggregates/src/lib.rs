@@ -8,3 +8,4 @@ pub mod incident;
 pub mod incident_analysis;
 pub mod ledger;
 pub mod signatures;
+pub mod topology;

@@ -9,6 +9,7 @@ pub mod incident_analysis;
 pub mod incidents;
 mod projector;
 mod tail;
+pub mod topology;
 
 pub use error::ProjectionError;
 pub use projector::{load_all, Projector, ReadModel};

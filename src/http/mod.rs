@@ -11,9 +11,11 @@ mod cloud_f;
 mod connections;
 mod health;
 mod incident_chat;
+mod incident_split;
 mod incidents;
 mod ingestion;
 mod postmortems;
+mod topology;
 mod users;
 
 use std::{any::Any, sync::Arc};
@@ -46,6 +48,7 @@ use crate::{error::AppError, metrics, rate_limit, state::AppState};
         (name = "users", description = "Accounts and login sessions"),
         (name = "chat sessions", description = "Conversations with the agent"),
         (name = "incidents", description = "Incidents opened by alert ingestion"),
+        (name = "topology", description = "Each user's service catalog and the dependency edges correlation uses"),
         (name = "alert ingestion", description = "Webhooks of the nine alert sources, and ingestion tokens"),
         (name = "cloud connections", description = "Users' cloud accounts (cloud_a .. cloud_e) and their credentials"),
         (name = "health", description = "Service and dependency health; exempt from rate limits"),
@@ -136,6 +139,8 @@ pub fn router(state: AppState) -> Router {
         .merge(users::router())
         .merge(chat_sessions::router())
         .merge(incidents::router())
+        .merge(incident_split::router())
+        .merge(topology::router())
         .merge(incident_chat::router())
         .merge(postmortems::router())
         .merge(ingestion::router())

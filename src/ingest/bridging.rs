@@ -64,6 +64,20 @@ fn bridge_jobs(event: &StoredEvent) -> Vec<NewJob> {
         .collect()
 }
 
+/// Whether a user split one incident's alert off into the other: the correlator must not undo
+/// that by merging them back (a user still may).
+async fn split_apart(db: &sqlx::PgPool, a: Uuid, b: Uuid) -> sqlx::Result<bool> {
+    let ids = [a.to_string(), b.to_string()];
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM events
+                        WHERE aggregate_type = 'Incident' AND aggregate_id = ANY($1) AND event_type = 'AlertSplitOff'
+                          AND payload->'AlertSplitOff'->>'new_incident_id' = ANY($1))",
+    )
+    .bind(&ids[..])
+    .fetch_one(db)
+    .await
+}
+
 pub struct BridgeHandler {
     pub state: AppState,
 }
@@ -95,6 +109,9 @@ impl JobHandler for BridgeHandler {
         };
         if !(open(first) && open(second)) {
             return Ok(json!({ "skipped": "an incident of the bridge is no longer open" }));
+        }
+        if split_apart(&state.db, first.id, second.id).await? {
+            return Ok(json!({ "skipped": "a user split one of these incidents off the other" }));
         }
         let alerts = first.correlated_alert_count + second.correlated_alert_count + 1;
         if alerts > state.correlation.max_alerts_per_incident() as i32 {

@@ -34,7 +34,9 @@ use cqrs_es::{Aggregate, DomainEvent, EventEnvelope};
 use sqlx::{types::Json, PgConnection, PgPool};
 use uuid::Uuid;
 use vigil_aggregates::{
-    correlation::{best_match, evidence::Evidence, CandidateIncident, CorrelationConfig, Match, NewAlert},
+    correlation::{
+        best_match_in, evidence::Evidence, topology::Topology, CandidateIncident, CorrelationConfig, Match, NewAlert,
+    },
     incident::{Correlation, Incident, IncidentCommand, IncidentError},
 };
 use vigil_projections::{
@@ -50,6 +52,7 @@ use crate::{
     error::AppError,
     event_store::Actor,
     metrics::{PhaseClock, PlacementMetrics, PlacementPhase},
+    topology::TopologyCache,
     vector_store::VectorStore,
 };
 
@@ -192,6 +195,8 @@ pub struct Placer {
     /// their streams again. An entry another writer has passed since is caught when appending
     /// (its next sequence is taken), dropped, and read afresh.
     known: std::sync::Mutex<HashMap<Uuid, (Incident, usize)>>,
+    /// The users' service topologies (correlation relates services through them).
+    topologies: Arc<TopologyCache>,
 }
 
 /// How placement's connections name themselves to the database (`pg_stat_activity`).
@@ -213,10 +218,17 @@ impl Placer {
             metrics,
             projector: Projector::new(db.clone(), IncidentsReadModel),
             known: Default::default(),
+            topologies: Default::default(),
             db,
             correlation,
             vectors,
         }
+    }
+
+    /// Shares `topologies` with whoever changes them (the topology API drops a user's entry).
+    pub fn with_topologies(mut self, topologies: Arc<TopologyCache>) -> Self {
+        self.topologies = topologies;
+        self
     }
 
     /// The vector store whose embeddings placement compares ([`Notification::new`] needs it).
@@ -332,6 +344,9 @@ impl Placer {
             .collect();
         let windows = self.candidate_windows(items.iter().filter(|item| !item.alert.resolved));
         let found = look_up(conn, &items, &windows, self.max_correlated()).await?;
+        let users: Vec<&str> = windows.iter().map(|window| window.0).collect();
+        let topologies = self.topologies.for_users(conn, &users).await?;
+        let no_topology = Topology::default();
         clock.lap(PlacementPhase::Lookup);
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
         // The first item of each delivery not recorded before places it (with the id reserved
@@ -412,7 +427,8 @@ impl Placer {
                     embedding: item.prepared.title_embedding.clone(),
                     evidence: item.prepared.evidence_keys.clone(),
                 };
-                match best_match(&new_alert, &user_candidates.scored, &self.correlation) {
+                let topology = topologies.get(item.user_id).map_or(&no_topology, |t| t.as_ref());
+                match best_match_in(&new_alert, &user_candidates.scored, &self.correlation, topology) {
                     Some(found) => {
                         let details = user_candidates.details(&found, &item.prepared.evidence);
                         let bridges = found

@@ -7,6 +7,7 @@ mod connections;
 mod correlation;
 mod cors;
 mod errors;
+mod feedback;
 mod health;
 mod helpers;
 mod incident_chat;

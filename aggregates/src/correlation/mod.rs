@@ -22,6 +22,7 @@ use relation::Relation;
 mod embedding;
 pub mod evidence;
 pub mod relation;
+pub mod topology;
 
 pub use embedding::{cosine, Embedder, HashedNgramEmbedder, DEFAULT_EMBEDDING_DIMENSIONS, STOPWORDS, STOPWORD_WEIGHT};
 
@@ -509,6 +510,17 @@ pub struct Match {
 /// eligible candidates ([`relation::relation`]). Ties go to the candidate whose nearest alert
 /// time is the most recent, then to the lowest index. `None` opens a new incident.
 pub fn best_match(alert: &NewAlert, candidates: &[CandidateIncident], config: &CorrelationConfig) -> Option<Match> {
+    best_match_in(alert, candidates, config, &topology::Topology::default())
+}
+
+/// [`best_match`] in a user's service topology: an alias, a dependency (declared or learned) or
+/// an owned address relates services as [`topology::Topology::strengthen`] says.
+pub fn best_match_in(
+    alert: &NewAlert,
+    candidates: &[CandidateIncident],
+    config: &CorrelationConfig,
+    topology: &topology::Topology,
+) -> Option<Match> {
     let window = config.window_for(alert.kind);
     let eligible: Vec<(usize, DateTime<Utc>, relation::Common<'_>)> = candidates
         .iter()
@@ -569,6 +581,16 @@ pub fn best_match(alert: &NewAlert, candidates: &[CandidateIncident], config: &C
             name_part: common.name_part().map_or(1, |part| counts[part]),
         };
         let relation = relation::relation(common, sharing);
+        let relation = match &candidates[*index] {
+            _ if topology.is_empty() => relation,
+            candidate => topology.strengthen(
+                relation,
+                alert.service.as_deref(),
+                &alert.evidence,
+                &candidate.services(),
+                &candidate.evidence,
+            ),
+        };
         let score = score_with(alert, &candidates[*index], config, Some(*nearest), relation);
         if score.correlates() {
             ranked.push((*index, *nearest, score));

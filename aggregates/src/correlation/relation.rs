@@ -44,6 +44,12 @@ pub enum RelationKind {
     MentionedBy,
     /// Shared entities and/or sibling names.
     SharedEvidence,
+    /// A dependency the user declared, either way (`correlation::topology`).
+    Dependency,
+    /// A dependency learned from merges, splits and mentions, weighed by its confidence.
+    LearnedDependency,
+    /// One side names an address the other side's service owns (declared).
+    OwnedAddress,
     None,
 }
 
@@ -104,7 +110,12 @@ impl Relation {
     /// failure kinds only add weight.
     pub fn is_direct(&self) -> bool {
         match self.kind {
-            RelationKind::SameService | RelationKind::Mentions | RelationKind::MentionedBy => true,
+            RelationKind::SameService
+            | RelationKind::Mentions
+            | RelationKind::MentionedBy
+            | RelationKind::Dependency
+            | RelationKind::OwnedAddress => true,
+            RelationKind::LearnedDependency => false,
             RelationKind::SharedEvidence => self.entity_incidents.is_some_and(|n| n <= 2),
             RelationKind::None => false,
         }

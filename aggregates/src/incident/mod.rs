@@ -2,6 +2,8 @@
 //! (spec Incident, States → Incident status and Analysis status).
 
 #[cfg(test)]
+mod split_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::{correlation::evidence::Evidence, ledger::Conclusion};
@@ -161,6 +163,23 @@ pub enum IncidentCommand {
         session_id: Uuid,
         at: DateTime<Utc>,
     },
+    /// Source side of a split: one of its correlated alerts leaves for `new_incident_id`.
+    SplitOff {
+        user_id: String,
+        alert: AlertInfo,
+        new_incident_id: Uuid,
+        /// The services of the alerts that stay (for the learned topology).
+        remaining_services: Vec<String>,
+        at: DateTime<Utc>,
+    },
+    /// New side of a split: the incident opens with the alert that left `source_incident_id`.
+    OpenSplit {
+        incident_id: Uuid,
+        user_id: String,
+        alert: AlertInfo,
+        source_incident_id: Uuid,
+        at: DateTime<Utc>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -170,6 +189,9 @@ pub enum IncidentEvent {
         user_id: String,
         alert: AlertInfo,
         at: DateTime<Utc>,
+        /// The incident a user split this one's alert off (absent for an alert's own incident).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        split_from: Option<Uuid>,
     },
     AlertCorrelated {
         alert: AlertInfo,
@@ -241,6 +263,17 @@ pub enum IncidentEvent {
         session_id: Uuid,
         at: DateTime<Utc>,
     },
+    /// A user moved one of the incident's correlated alerts out, into `new_incident_id`.
+    AlertSplitOff {
+        source_type: String,
+        source_alert_id: i64,
+        service: Option<String>,
+        new_incident_id: Uuid,
+        /// The services of the alerts that stayed.
+        #[serde(default)]
+        remaining_services: Vec<String>,
+        at: DateTime<Utc>,
+    },
 }
 
 impl IncidentEvent {
@@ -260,7 +293,8 @@ impl IncidentEvent {
             | E::VerdictRecorded { at, .. }
             | E::MergedInto { at, .. }
             | E::IncidentAbsorbed { at, .. }
-            | E::ChatSessionLinked { at, .. } => *at,
+            | E::ChatSessionLinked { at, .. }
+            | E::AlertSplitOff { at, .. } => *at,
         }
     }
 }
@@ -283,6 +317,7 @@ impl DomainEvent for IncidentEvent {
             E::MergedInto { .. } => "MergedInto",
             E::IncidentAbsorbed { .. } => "IncidentAbsorbed",
             E::ChatSessionLinked { .. } => "ChatSessionLinked",
+            E::AlertSplitOff { .. } => "AlertSplitOff",
         }
         .to_owned()
     }
@@ -306,6 +341,12 @@ pub enum IncidentError {
     NotCorrelatable(&'static str),
     #[error("{0}")]
     Invalid(String),
+    /// The alert a split names is not one of the incident's.
+    #[error("alert not found in this incident")]
+    AlertNotFound,
+    /// The split cannot be made in the incident's present state.
+    #[error("{0}")]
+    CannotSplit(&'static str),
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -354,6 +395,11 @@ pub fn alerts_in(events: impl IntoIterator<Item = IncidentEvent>) -> Vec<AlertIn
             IncidentEvent::IncidentOpened { alert, .. } => alerts = vec![alert],
             IncidentEvent::AlertCorrelated { alert, .. } => alerts.push(alert),
             IncidentEvent::IncidentAbsorbed { alerts: absorbed, .. } => alerts.extend(absorbed),
+            IncidentEvent::AlertSplitOff {
+                source_type,
+                source_alert_id,
+                ..
+            } => alerts.retain(|alert| !(alert.source_type == source_type && alert.source_alert_id == source_alert_id)),
             _ => {}
         }
     }
@@ -419,6 +465,55 @@ impl Incident {
                     incident_id,
                     user_id,
                     alert,
+                    at,
+                    split_from: None,
+                }])
+            }
+            C::OpenSplit {
+                incident_id,
+                user_id,
+                alert,
+                source_incident_id,
+                at,
+            } => {
+                if self.id.is_some() {
+                    return Err(IncidentError::AlreadyExists);
+                }
+                Ok(vec![E::IncidentOpened {
+                    incident_id,
+                    user_id,
+                    alert,
+                    at,
+                    split_from: Some(source_incident_id),
+                }])
+            }
+            C::SplitOff {
+                user_id,
+                alert,
+                new_incident_id,
+                remaining_services,
+                at,
+            } => {
+                let incident = self.owned_by(&user_id)?;
+                if incident.is_merged_into_another() {
+                    return Err(IncidentError::AlreadyMerged);
+                }
+                let held = HeldAlert::from(&alert);
+                if incident.alerts.first() == Some(&held) {
+                    // The incident's row (title, source alert, start) is its opening alert's.
+                    return Err(IncidentError::CannotSplit(
+                        "the alert that opened the incident stays with it; split the other alerts off instead",
+                    ));
+                }
+                if !incident.holds(&alert) {
+                    return Err(IncidentError::AlertNotFound);
+                }
+                Ok(vec![E::AlertSplitOff {
+                    source_type: alert.source_type,
+                    source_alert_id: alert.source_alert_id,
+                    service: alert.service,
+                    new_incident_id,
+                    remaining_services,
                     at,
                 }])
             }
@@ -634,6 +729,13 @@ impl Incident {
             }
             E::AlertCorrelated { alert, .. } => self.alerts.push(alert.into()),
             E::IncidentAbsorbed { alerts, .. } => self.alerts.extend(alerts.iter().map(HeldAlert::from)),
+            E::AlertSplitOff {
+                source_type,
+                source_alert_id,
+                ..
+            } => self
+                .alerts
+                .retain(|held| !(held.source_type == *source_type && held.source_alert_id == *source_alert_id)),
             E::StatusChanged {
                 status, analyzed_at, ..
             } => {

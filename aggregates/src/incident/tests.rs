@@ -39,6 +39,7 @@ fn opened() -> IncidentEvent {
         user_id: OWNER.into(),
         alert: alert(1, "checkout-api"),
         at: at(2),
+        split_from: None,
     }
 }
 

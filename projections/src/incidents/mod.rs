@@ -134,6 +134,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     .execute(conn)
                     .await?;
             }
+            E::AlertSplitOff { .. } => split_off(conn, event).await?,
             E::AlertResolved { .. }
             | E::ResolutionRequested { .. }
             | E::IncidentTouched { .. }
@@ -178,6 +179,45 @@ impl ReadModel<Incident> for IncidentsReadModel {
         sqlx::query("TRUNCATE incidents CASCADE").execute(conn).await?;
         Ok(())
     }
+}
+
+/// An alert left the incident (a user's split): its count, services, evidence and last alert
+/// time are worked out again from the alerts that stay, read from its events up to this one
+/// (a split is rare, and the row keeps no list of its alerts' evidence to subtract from). Its
+/// severity and title are its opening alert's, which never leaves.
+async fn split_off(conn: &mut PgConnection, event: &EventEnvelope<Incident>) -> Result<(), ProjectionError> {
+    let id = Uuid::parse_str(&event.aggregate_id).unwrap_or_default();
+    let history: Vec<Json<IncidentEvent>> = sqlx::query_scalar(
+        "SELECT payload FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence <= $3
+         ORDER BY sequence",
+    )
+    .bind(<Incident as cqrs_es::Aggregate>::TYPE)
+    .bind(&event.aggregate_id)
+    .bind(event.sequence as i64)
+    .fetch_all(&mut *conn)
+    .await?;
+    let alerts = vigil_aggregates::incident::alerts_in(history.into_iter().map(|event| event.0));
+    let services: Vec<&str> = alerts.iter().filter_map(|alert| alert.service.as_deref()).collect();
+    let evidence: Vec<String> = alerts.iter().flat_map(|alert| alert.evidence.keys()).collect();
+    let last_alert_at = alerts.iter().map(|alert| alert.fired_at).max();
+    sqlx::query(
+        "UPDATE incidents SET correlated_alert_count = $4,
+             affected_services = ARRAY(SELECT DISTINCT unnest($5::text[]) ORDER BY 1),
+             evidence = (ARRAY(SELECT DISTINCT k COLLATE \"C\" FROM unnest($6::text[]) AS e(k) ORDER BY 1))[1:4096],
+             last_alert_at = COALESCE($7, started_at),
+             updated_at = $2, version = $3
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(event.payload.at())
+    .bind(event.sequence as i64)
+    .bind(alerts.len().saturating_sub(1) as i32)
+    .bind(&services)
+    .bind(&evidence)
+    .bind(last_alert_at)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// The incident as it stood at `as_of`: its events recorded up to then, applied by this very
@@ -229,6 +269,7 @@ impl<'a> Opening<'a> {
             user_id,
             alert,
             at,
+            ..
         } = &opened.payload
         else {
             return None;

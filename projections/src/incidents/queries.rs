@@ -147,7 +147,7 @@ pub async fn correlated_alerts_recorded_by(
         format!(
             "SELECT payload FROM events
              WHERE aggregate_type = $1 AND aggregate_id = $2
-               AND event_type IN ('AlertCorrelated', 'IncidentAbsorbed')
+               AND event_type IN ('AlertCorrelated', 'IncidentAbsorbed', 'AlertSplitOff')
                AND ($3::timestamptz IS NULL OR ({}))
              ORDER BY sequence",
             recorded_by("= $2")
@@ -177,6 +177,16 @@ pub fn joined_alerts(incident_id: Uuid, events: impl IntoIterator<Item = Inciden
                 alerts,
                 at,
             } => (alerts, merged_from(source_incident_id), at),
+            IncidentEvent::AlertSplitOff {
+                source_type,
+                source_alert_id,
+                ..
+            } => {
+                let left = (source_type, source_alert_id);
+                listed.remove(&left);
+                rows.retain(|row| (&row.source_type, row.source_alert_id) != (&left.0, left.1));
+                continue;
+            }
             _ => continue,
         };
         for alert in alerts {
@@ -184,10 +194,7 @@ pub fn joined_alerts(incident_id: Uuid, events: impl IntoIterator<Item = Inciden
                 continue;
             }
             rows.push(CorrelatedAlertRow {
-                id: Uuid::new_v5(
-                    &incident_id,
-                    format!("{}/{}", alert.source_type, alert.source_alert_id).as_bytes(),
-                ),
+                id: correlated_alert_id(incident_id, &alert.source_type, alert.source_alert_id),
                 incident_id,
                 source_type: alert.source_type,
                 source_alert_id: alert.source_alert_id,
@@ -205,6 +212,12 @@ pub fn joined_alerts(incident_id: Uuid, events: impl IntoIterator<Item = Inciden
     }
     rows.sort_by_key(|row| (row.received_at, row.source_alert_id));
     rows
+}
+
+/// The id an incident's alert is shown with (`correlatedAlerts[].id`): derived from the incident
+/// and the alert, so the same on every read and different in every incident.
+pub fn correlated_alert_id(incident_id: Uuid, source_type: &str, source_alert_id: i64) -> Uuid {
+    Uuid::new_v5(&incident_id, format!("{source_type}/{source_alert_id}").as_bytes())
 }
 
 /// How the alerts of a merged incident joined its target.
@@ -400,6 +413,7 @@ mod tests {
                 user_id: "owner".into(),
                 alert: alert(1, "checkout-api"),
                 at: at(1),
+                split_from: None,
             },
             correlated(3, 2),
             IncidentEvent::IncidentTouched { at: at(3) },
@@ -437,6 +451,30 @@ mod tests {
         assert_eq!(rows[0].alert_metadata.0, json!({ "labels": { "n": 2 } }));
         assert_eq!(rows[0].alert_title.as_deref(), Some("alert 2"));
         assert!(rows.iter().all(|row| row.incident_id == incident));
+    }
+
+    #[test]
+    fn an_alert_split_off_leaves_the_list_until_it_joins_again() {
+        let incident = Uuid::new_v4();
+        let split = IncidentEvent::AlertSplitOff {
+            source_type: "source_a".into(),
+            source_alert_id: 3,
+            service: Some("checkout-api".into()),
+            new_incident_id: Uuid::new_v4(),
+            remaining_services: vec!["checkout-api".into()],
+            at: at(5),
+        };
+        let listed = |events: Vec<IncidentEvent>| -> Vec<i64> {
+            joined_alerts(incident, events)
+                .iter()
+                .map(|row| row.source_alert_id)
+                .collect()
+        };
+        assert_eq!(listed(vec![correlated(2, 2), correlated(3, 3), split.clone()]), [2]);
+        assert_eq!(
+            listed(vec![correlated(2, 2), correlated(3, 3), split, correlated(3, 9)]),
+            [2, 3]
+        );
     }
 
     #[test]
