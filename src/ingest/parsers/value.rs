@@ -16,7 +16,7 @@
 
 use std::sync::OnceLock;
 
-use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
+use chrono::{DateTime, NaiveDateTime, TimeDelta, Timelike, Utc};
 use serde_json::{Map, Number, Value};
 
 use super::ParseError;
@@ -462,7 +462,20 @@ fn timestamp(value: &Value) -> Option<DateTime<Utc>> {
         }
         _ => None,
     };
-    parsed.filter(|time| time.timestamp() > 0 && time.timestamp() <= LATEST_EPOCH_SECONDS)
+    // The range is checked on the normalized time: chrono keeps `23:59:60` as a leap second of
+    // `23:59:59`, which storage turns into the next second (`9999-12-31T23:59:60Z` into year 10000).
+    parsed
+        .and_then(without_leap_second)
+        .filter(|time| time.timestamp() > 0 && time.timestamp() <= LATEST_EPOCH_SECONDS)
+}
+
+/// A leap second (`23:59:60.x`) as the second after it (`00:00:00.x`), which is what PostgreSQL and
+/// every later comparison make of it.
+fn without_leap_second(time: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    match time.nanosecond().checked_sub(1_000_000_000) {
+        Some(nanos) => DateTime::from_timestamp(time.timestamp().checked_add(1)?, nanos),
+        None => Some(time),
+    }
 }
 
 /// 9999-12-31T23:59:59Z: later epochs are garbage, and times near chrono's own limit (year 262142) would overflow
