@@ -923,3 +923,51 @@ async fn a_fired_at_past_9999_is_400_even_as_a_leap_second() {
     let incidents = incidents_of(&app, &other).await;
     assert_eq!(incidents[0]["startedAt"], "2017-01-01T00:00:00Z", "{}", incidents[0]);
 }
+
+/// source_f's `duration_ms` is checked: a negative or absurd duration, or one that carries the
+/// start past 9999-12-31, is a 400 naming the field (found by an audit: `1e15` was 202 with
+/// `startedAt "+33715-08-23T15:20:00Z"`, and such incidents sorted first in the list for good).
+#[tokio::test]
+async fn a_source_f_duration_out_of_range_is_400_naming_it() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    // As text: an epoch this late in milliseconds would read as microseconds (by its magnitude).
+    let last_hour_of_9999 = json!("9999-12-31T23:00:00Z");
+    for (timestamp, duration) in [
+        (None, json!(-1)),
+        (None, json!("-184233")),
+        (None, json!(1e15)),
+        (None, json!(i64::MAX)),
+        // 31 days: longer than any build runs.
+        (None, json!(31_i64 * 24 * 3_600 * 1_000)),
+        (Some(last_hour_of_9999.clone()), json!(2 * 3_600 * 1_000)),
+    ] {
+        let mut body = fixture("source_f", "firing");
+        if let Some(timestamp) = &timestamp {
+            body["timestamp"] = timestamp.clone();
+        }
+        body["duration_ms"] = duration.clone();
+        let response = app
+            .send_as(&user, Method::POST, "/api/source_f/deployment", Some(&body))
+            .await;
+        let error = assert_error(response, 400, "invalid_payload").await;
+        let message = error["error"].as_str().unwrap();
+        assert!(message.contains("`duration_ms`"), "{timestamp:?} + {duration}: {error}");
+    }
+    assert!(incidents_of(&app, &user).await.is_empty(), "nothing was ingested");
+
+    // Within the range: no time at all, and a build ending in the last second of 9999.
+    let mut body = fixture("source_f", "firing");
+    body["duration_ms"] = json!(0);
+    post_alert(&app, &user, "/api/source_f/deployment", &body).await;
+    let other = app.new_user().await.id;
+    body["timestamp"] = last_hour_of_9999;
+    body["duration_ms"] = json!(3_599_999);
+    post_alert(&app, &other, "/api/source_f/deployment", &body).await;
+    let incidents = incidents_of(&app, &other).await;
+    assert_eq!(
+        incidents[0]["startedAt"], "9999-12-31T23:59:59.999Z",
+        "{}",
+        incidents[0]
+    );
+}

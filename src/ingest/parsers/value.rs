@@ -207,6 +207,38 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// An optional duration in milliseconds: a whole number from 0 to `max_millis`, read as [`Self::integer`].
+    pub(super) fn duration_millis(
+        &self,
+        name: &str,
+        max_millis: i64,
+        expected: &'static str,
+    ) -> Result<Option<i64>, ParseError> {
+        match self.integer(name)? {
+            Some(millis) if !(0..=max_millis).contains(&millis) => Err(self.invalid(name, expected)),
+            millis => Ok(millis),
+        }
+    }
+
+    /// `start` plus the duration `millis` read from the field `name`, which must not carry it past the
+    /// last supported time: a sum past it is that field's error, as a time past it is the time's.
+    pub(super) fn after_millis(
+        &self,
+        start: DateTime<Utc>,
+        name: &str,
+        millis: i64,
+    ) -> Result<DateTime<Utc>, ParseError> {
+        TimeDelta::try_milliseconds(millis)
+            .and_then(|duration| start.checked_add_signed(duration))
+            .filter(|end| is_supported(*end))
+            .ok_or_else(|| self.invalid(name, "a duration that ends by 9999-12-31T23:59:59Z"))
+    }
+
+    /// The field `name`, present but not what it must be.
+    fn invalid(&self, name: &str, expected: &'static str) -> ParseError {
+        invalid_value(self.path_of(name), expected, self.get(name).unwrap_or(&Value::Null))
+    }
+
     /// A required whole number, given as a number or a numeric string.
     pub(super) fn require_integer(&self, name: &str) -> Result<i64, ParseError> {
         match self.get(name) {
@@ -466,7 +498,12 @@ fn timestamp(value: &Value) -> Option<DateTime<Utc>> {
     // `23:59:59`, which storage turns into the next second (`9999-12-31T23:59:60Z` into year 10000).
     parsed
         .and_then(without_leap_second)
-        .filter(|time| time.timestamp() > 0 && time.timestamp() <= LATEST_EPOCH_SECONDS)
+        .filter(|time| time.timestamp() > 0 && is_supported(*time))
+}
+
+/// Whether a time is no later than the last one ingestion supports, 9999-12-31T23:59:59Z and its fractions.
+fn is_supported(time: DateTime<Utc>) -> bool {
+    time.timestamp() <= LATEST_EPOCH_SECONDS
 }
 
 /// A leap second (`23:59:60.x`) as the second after it (`00:00:00.x`), which is what PostgreSQL and
@@ -547,14 +584,6 @@ fn parse_iso_datetime(text: &str) -> Option<DateTime<Utc>> {
                 .ok()
                 .map(|naive| naive.and_utc())
         })
-}
-
-/// `start + millis`, when the duration is sane.
-pub(super) fn add_millis(start: DateTime<Utc>, millis: i64) -> Option<DateTime<Utc>> {
-    if millis < 0 {
-        return None;
-    }
-    start.checked_add_signed(TimeDelta::try_milliseconds(millis)?)
 }
 
 /// One `key:value` tag; a bare tag such as `monitor` has an empty value.
