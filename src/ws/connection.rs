@@ -16,9 +16,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::protocol::{ChatQuery, ClientMessage, ParseError, ServerMessage, Severity};
+use super::protocol::{ChatQuery, ClientMessage, DirectToolCall, ParseError, ServerMessage, Severity};
 use crate::{
-    agent::{self, turns::ReplyTurn, Confirmations, Ending, Outbox},
+    agent::{self, tools::Tool, turns::ReplyTurn, Confirmations, Ending, Outbox},
     state::AppState,
 };
 
@@ -270,6 +270,9 @@ impl Connection {
         if let Some(text) = agent::user_message::too_long(&query.query) {
             return Err(Refusal::new(text, "MESSAGE_TOO_LONG"));
         }
+        if let Some(call) = &query.direct_tool_call {
+            check_direct_call(call)?;
+        }
         if query.query.trim().is_empty() && query.direct_tool_call.is_none() {
             return Err(Refusal::new("the query is empty", "EMPTY_QUERY"));
         }
@@ -393,6 +396,33 @@ impl Connection {
             futures::future::join_all(tasks).await;
         }
     }
+}
+
+/// The largest input of a direct tool call, as JSON: it is echoed in each of the call's `tool_call`
+/// messages, and no tool's arguments come near it.
+const MAX_TOOL_INPUT_BYTES: usize = 16 * 1024;
+
+/// Checks a direct tool call before anything of it is echoed: a name that names no tool used to be
+/// echoed in full, and a 100,000-character one flooded the socket's send queue, which dropped it.
+fn check_direct_call(call: &DirectToolCall) -> Result<(), Refusal> {
+    if Tool::named(&call.tool_name).is_none() {
+        let known: Vec<&str> = Tool::ALL.iter().map(|tool| tool.name()).collect();
+        return Err(Refusal::new(
+            format!(
+                "direct_tool_call.tool_name {:?} names no tool; expected one of {}",
+                crate::text::shortened(&call.tool_name, 40),
+                known.join(", ")
+            ),
+            "UNKNOWN_TOOL",
+        ));
+    }
+    if call.input.to_string().len() > MAX_TOOL_INPUT_BYTES {
+        return Err(Refusal::new(
+            format!("direct_tool_call.input must be at most {MAX_TOOL_INPUT_BYTES} bytes of JSON"),
+            "TOOL_INPUT_TOO_LARGE",
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses a query into a session that another socket (or an incident-chat job) is answering

@@ -372,3 +372,54 @@ async fn sockets_past_the_cap_are_refused_until_a_place_frees() {
     send_json(&mut socket, json!({ "type": "init", "user_id": "u-3" })).await;
     assert_eq!(next_json(&mut socket).await["data"]["status"], "START");
 }
+
+/// A direct tool call is checked before anything is echoed: a name that names no tool is an
+/// `error` (quoting at most a little of it), and an input past its bound too. An audit's
+/// 100,000-character name came back as more than 1,024 chunks, overflowed the send queue, and
+/// the server dropped the sender's socket without a frame.
+#[tokio::test]
+async fn a_direct_tool_call_naming_no_tool_or_too_large_is_an_error_and_the_socket_stays() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let mut socket = connect_as(&app, &user).await;
+    let session_id = Uuid::new_v4().to_string();
+    for (call, code) in [
+        (json!({ "tool_name": "x".repeat(100_000) }), "UNKNOWN_TOOL"),
+        (json!({ "tool_name": "no_such_tool" }), "UNKNOWN_TOOL"),
+        (
+            json!({ "tool_name": "search_incidents", "input": { "query": "q".repeat(100_000) } }),
+            "TOOL_INPUT_TOO_LARGE",
+        ),
+    ] {
+        send_json(
+            &mut socket,
+            json!({ "query": "", "user_id": user, "session_id": session_id, "direct_tool_call": call }),
+        )
+        .await;
+        let messages = until_end(&mut socket).await;
+        assert_eq!(
+            messages.len(),
+            2,
+            "an error and the END, nothing echoed: {messages:.300?}"
+        );
+        let error = &messages[0];
+        assert_eq!(error["type"], "error", "{error:.300}");
+        assert_eq!(error["data"]["code"], code, "{error:.300}");
+        assert!(error.to_string().len() < 500, "the error is short: {error:.600}");
+        assert_eq!(messages[1]["data"]["isComplete"], false);
+    }
+
+    // The socket is still usable, and a tool that exists runs.
+    send_json(
+        &mut socket,
+        json!({ "query": "", "user_id": user, "session_id": session_id,
+                "direct_tool_call": { "tool_name": "search_incidents", "input": { "query": "checkout" } } }),
+    )
+    .await;
+    let messages = until_end(&mut socket).await;
+    assert!(
+        messages.iter().any(|message| message["type"] == "tool_result"),
+        "{messages:#?}"
+    );
+    assert_eq!(messages.last().unwrap()["data"]["isComplete"], true);
+}
