@@ -111,11 +111,17 @@ pub enum Claim {
     Id(String),
 }
 
+/// A user id as every entry point reads it (`X-User-ID`, the WebSocket's `init` and the user ids of
+/// its later messages): trimmed, so that one user is never two.
+pub fn normalized_user_id(raw: &str) -> &str {
+    raw.trim()
+}
+
 pub fn claimed_user_id(headers: &HeaderMap) -> Claim {
     let Some(value) = headers.get(USER_ID_HEADER) else {
         return Claim::Absent;
     };
-    match std::str::from_utf8(value.as_bytes()).map(str::trim) {
+    match std::str::from_utf8(value.as_bytes()).map(normalized_user_id) {
         Ok("") => Claim::Absent,
         Ok(id) => Claim::Id(id.to_owned()),
         Err(_) => Claim::NotUtf8,

@@ -130,7 +130,7 @@ impl ClientMessage {
         };
         match kind.as_deref() {
             Some("init") => {
-                let user_id = string_field(&value, "user_id")
+                let user_id = user_id_field(&value)
                     .ok_or_else(|| ParseError::new("init needs a non-empty string user_id"))?;
                 Ok(Self::Init { user_id })
             }
@@ -142,7 +142,7 @@ impl ClientMessage {
                     )));
                 }
                 let session_id = session_id_field(&value).ok_or_else(|| ParseError::new("control needs a session_id"))?;
-                let user_id = string_field(&value, "user_id");
+                let user_id = user_id_field(&value);
                 Ok(Self::Cancel { session_id, user_id })
             }
             Some("confirmation_response") => {
@@ -155,7 +155,7 @@ impl ClientMessage {
                 Ok(Self::Confirmation {
                     confirmation_id,
                     approved,
-                    user_id: string_field(&value, "user_id"),
+                    user_id: user_id_field(&value),
                 })
             }
             Some(other) => Err(ParseError::new(format!(
@@ -169,7 +169,10 @@ impl ClientMessage {
                 };
                 let mut query: ChatQuery =
                     serde_path_to_error::deserialize(value).map_err(|error| invalid(query_error(&error)))?;
-                if query.user_id.trim().is_empty() || query.session_id.trim().is_empty() {
+                // Read as `init`'s user id is (and `X-User-ID` over HTTP), or `" alice "` would be
+                // refused as another user than the `" alice "` of the connection's `init`.
+                query.user_id = crate::auth::normalized_user_id(&query.user_id).to_owned();
+                if query.user_id.is_empty() || query.session_id.trim().is_empty() {
                     return Err(invalid("a chat query needs user_id and session_id".into()));
                 }
                 query.session_id = canonical_session_id(&query.session_id);
@@ -191,6 +194,16 @@ fn canonical_session_id(raw: &str) -> String {
     let raw = raw.trim();
     raw.parse::<uuid::Uuid>()
         .map_or_else(|_| raw.to_owned(), |id| id.to_string())
+}
+
+/// A message's `user_id`, normalized as every user id is ([`crate::auth::normalized_user_id`]).
+fn user_id_field(value: &Value) -> Option<String> {
+    value
+        .get("user_id")
+        .and_then(Value::as_str)
+        .map(crate::auth::normalized_user_id)
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
 }
 
 fn string_field(value: &Value, name: &str) -> Option<String> {

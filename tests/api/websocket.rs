@@ -423,3 +423,40 @@ async fn a_direct_tool_call_naming_no_tool_or_too_large_is_an_error_and_the_sock
     );
     assert_eq!(messages.last().unwrap()["data"]["isComplete"], true);
 }
+
+/// `init` and every later message read a user id alike, trimmed as `X-User-ID` is over HTTP: after
+/// `init` with `" alice "`, a query naming `" alice "` is alice's, not `USER_MISMATCH` (audit).
+#[tokio::test]
+async fn a_user_id_with_spaces_names_one_user_in_init_queries_and_http() {
+    let app = spawn_app().await;
+    let mut socket = connect_as(&app, " alice ").await;
+    let session_id = Uuid::new_v4().to_string();
+
+    send_json(
+        &mut socket,
+        json!({ "query": "Is checkout down?", "user_id": " alice ", "session_id": session_id }),
+    )
+    .await;
+    let messages = until_end(&mut socket).await;
+    assert!(
+        messages.iter().all(|message| message["type"] != "error"),
+        "{messages:#?}"
+    );
+    assert_eq!(messages.last().unwrap()["data"]["isComplete"], true);
+
+    send_json(
+        &mut socket,
+        json!({ "query": "And now?", "user_id": "alice", "session_id": session_id }),
+    )
+    .await;
+    let messages = until_end(&mut socket).await;
+    assert_eq!(messages.last().unwrap()["data"]["isComplete"], true, "{messages:#?}");
+
+    let listed = app
+        .send_as("alice", reqwest::Method::GET, "/chat_api/sessions", None)
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"][0]["id"], session_id, "{listed}");
+}
