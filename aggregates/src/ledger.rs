@@ -176,6 +176,7 @@ impl Ledger {
             named_by: leader.map(|h| h.named_by.clone()).unwrap_or_default(),
             ruled_out: self.ruled_out.iter().take(8).cloned().collect(),
             unlinked: self.unlinked.clone(),
+            model: None,
         }
     }
 }
@@ -196,6 +197,9 @@ pub struct Conclusion {
     /// Failures of the same minutes that nothing links to the incident (see [`Ledger::unlinked`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unlinked: Vec<Unlinked>,
+    /// With a model configured: its verdict as the gate checked it (`crate::verdict_gate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::verdict_gate::ModelCheck>,
 }
 
 /// Unlinked failures named at most, so that a storm's unrelated failures do not bury the lead.

@@ -9,3 +9,4 @@ pub mod incident_analysis;
 pub mod ledger;
 pub mod signatures;
 pub mod topology;
+pub mod verdict_gate;

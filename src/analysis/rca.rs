@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 use vigil_aggregates::{
     chat_session::{ChatSessionCommand, Message, SessionStatus},
-    incident::{AnalysisStatus, IncidentCommand, MAX_SUMMARY_CHARS},
+    incident::{AnalysisStatus, IncidentCommand},
     incident_analysis::{
         AnalysisCommand, Citation, Suggestion as DomainSuggestion, SuggestionKind, ThoughtKind as DomainThoughtKind,
     },
@@ -18,15 +18,12 @@ use vigil_aggregates::{
 };
 use vigil_projections::incidents as read;
 
-use vigil_llm::{ChatMessage, ChatRequest};
-
 use super::{
     analyst::{self, AlertFact, DeploymentFact, IncidentFacts, PastIncident, ThoughtKind},
-    model::{Call, Model},
+    rca_model,
     reactor::JobReactor,
 };
 use crate::{
-    agent::{cli::CommandKind, credentials::Access, tools::Tool},
     event_store::{execute, Actor},
     ingest::{
         parsers::{self, Source},
@@ -118,10 +115,18 @@ impl RcaHandler {
         let facts = self.facts(&incident).await?;
         let mut analysis = analyst::analyze(&facts);
         let mut citations = Vec::new();
+        let mut conclusion = analysis.ledger.conclusion();
         if let Some(model) = &state.model {
-            if let Some((summary, cited)) = model_summary(state, model, payload, session_id, &title, &analysis).await {
-                analysis.summary = summary;
-                citations = cited;
+            let subject = rca_model::Subject {
+                user_id: &payload.user_id,
+                incident_id: payload.incident_id,
+                session_id,
+                title: &title,
+            };
+            // The model's verdict, as the gate let it through, replaces the built-in one.
+            if let Some(review) = rca_model::review(state, model, &subject, &mut analysis).await {
+                citations = review.citations;
+                conclusion = review.conclusion;
             }
         }
         let already_recorded: Option<i64> =
@@ -167,7 +172,7 @@ impl RcaHandler {
             payload,
             AnalysisStatus::Complete,
             analysis.summary.clone(),
-            Some(analysis.ledger.conclusion()),
+            Some(conclusion),
         )
         .await?;
         Ok(
@@ -308,6 +313,15 @@ impl RcaHandler {
         Ok(())
     }
 
+    /// What an analysis of the incident reads, as the analyst takes it; `None` for an incident
+    /// that is not the user's. For benches/rca.rs, which times this and `analyst::analyze`.
+    pub async fn read_facts(&self, user_id: &str, incident_id: Uuid) -> Result<Option<IncidentFacts>, JobFailure> {
+        match read::find_incident(&self.state.db, user_id, incident_id).await? {
+            Some(incident) => self.facts(&incident).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// What the analyst may reason from: the incident, its correlated alerts, the changes
     /// linked to it, and similar past incidents of the same user.
     async fn facts(&self, incident: &read::IncidentRow) -> Result<IncidentFacts, JobFailure> {
@@ -443,133 +457,4 @@ async fn alert_records(db: &sqlx::PgPool, user_id: &str, ids: &[i64]) -> Result<
 
 fn retryable(error: impl std::fmt::Display) -> JobFailure {
     JobFailure::retryable(error.to_string())
-}
-
-/// Model rounds one analysis may take to check the findings with tools before it writes.
-const MAX_RCA_STEPS: usize = 4;
-/// Most characters of a tool's output kept in a citation.
-const MAX_CITATION_CHARS: usize = 4_000;
-
-/// A tool call of the analysis, run only if it changes nothing: a `cloud_cli` command that
-/// modifies resources is refused, as is input that is not a JSON object.
-async fn read_only_run(
-    state: &AppState,
-    payload: &RcaPayload,
-    session_id: Uuid,
-    name: &str,
-    arguments: &str,
-) -> Result<Value, String> {
-    let tool = Tool::named(name).ok_or_else(|| format!("no tool named {name}"))?;
-    let input: Value = match serde_json::from_str(arguments) {
-        Ok(input @ Value::Object(_)) => input,
-        _ => return Err("the tool's input must be a JSON object".into()),
-    };
-    // No confirmation waits between a check and the run here, so the run's own checks (a
-    // configured CLI, a connected account) are the only ones needed.
-    if tool.classify(&input).map_err(|error| error.to_string())? == CommandKind::Mutating {
-        return Err(format!(
-            "an automatic analysis only reads: {name} commands that change resources are not run"
-        ));
-    }
-    tool.run(state, &payload.user_id, session_id, Access::ReadOnly, &input)
-        .await
-        .map_err(|error| error.to_string())
-}
-
-/// The configured model's summary of the built-in analyst's findings, and the citations of the
-/// read-only tools it ran to check them (numbered `1, 2, ...` in the order they ran, cited as
-/// `[n]`). `None` (the built-in summary stands) when the model fails or answers nothing.
-async fn model_summary(
-    state: &AppState,
-    model: &Model,
-    payload: &RcaPayload,
-    session_id: Uuid,
-    title: &str,
-    analysis: &analyst::Analysis,
-) -> Option<(String, Vec<Citation>)> {
-    let mut findings = format!("Incident {}: {title}\n\nFindings:\n", payload.incident_id);
-    for thought in &analysis.thoughts {
-        findings += &format!("- [{:?}] {}\n", thought.kind, thought.content);
-    }
-    findings += "\nProposed steps:\n";
-    for suggestion in &analysis.suggestions {
-        findings += &format!(
-            "- [{}, {:?} risk] {}: {}{}\n",
-            suggestion.kind,
-            suggestion.risk,
-            suggestion.title,
-            suggestion.description,
-            suggestion
-                .command
-                .as_deref()
-                .map(|c| format!(" (`{c}`)"))
-                .unwrap_or_default()
-        );
-    }
-    let mut messages = vec![
-        ChatMessage::system(
-            "You are vigil, a site-reliability agent. From the findings below, write the incident's root cause \
-             summary for the on-call engineer: the most likely cause first, the evidence for it, then the next \
-             steps. Be specific to the data; do not invent facts. You may first check facts with the read-only \
-             tools; each result comes back numbered, and you cite it as [n]. At most 300 words, markdown.",
-        ),
-        ChatMessage::user(findings),
-    ];
-    // Read-only tools, and read-only diagnostic commands where a CLI is configured: an automatic
-    // analysis never changes infrastructure (no one is there to confirm).
-    let tools = Tool::specs(state.agent_cli.as_deref());
-    let session = session_id.to_string();
-    let mut citations = Vec::new();
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(state.config.rca_model_timeout_secs);
-    for step in 1..=MAX_RCA_STEPS {
-        let call = Call {
-            user_id: &payload.user_id,
-            session_id: Some(&session),
-            request_type: "rca",
-        };
-        // The last round offers no tools, so that the model writes the summary from what its
-        // tools found rather than asking for more.
-        let request = if step < MAX_RCA_STEPS {
-            ChatRequest::new(messages.clone()).with_tools(tools.clone())
-        } else {
-            ChatRequest::new(messages.clone())
-        };
-        let completion = match tokio::time::timeout_at(deadline, model.complete(call, request)).await {
-            Ok(Ok(completion)) => completion,
-            Ok(Err(error)) => {
-                tracing::warn!(%error, model = model.name(), incident_id = %payload.incident_id, "model summary failed; the built-in analyst's stands");
-                return None;
-            }
-            Err(_) => {
-                tracing::warn!(model = model.name(), incident_id = %payload.incident_id, limit_secs = state.config.rca_model_timeout_secs, "model summary ran out of time; the built-in analyst's stands");
-                return None;
-            }
-        };
-        if completion.tool_calls.is_empty() {
-            // PostgreSQL stores no NUL, in text or JSON: a model that writes one must not fail
-            // the analysis (as it did, on every attempt).
-            let summary = completion.text.replace('\0', "");
-            let summary = summary.trim();
-            return (!summary.is_empty()).then(|| (summary.chars().take(MAX_SUMMARY_CHARS).collect(), citations));
-        }
-        messages.push(completion.to_message());
-        for call in &completion.tool_calls {
-            let output = match read_only_run(state, payload, session_id, &call.name, &call.arguments).await {
-                Ok(value) => value.to_string(),
-                Err(error) => format!("error: {error}"),
-            }
-            .replace('\0', "");
-            let key = (citations.len() + 1).to_string();
-            messages.push(ChatMessage::tool_result(&call.id, format!("[{key}] {output}")));
-            citations.push(Citation {
-                key,
-                tool_name: Some(call.name.clone()),
-                command: Some(call.arguments.clone()),
-                output: output.chars().take(MAX_CITATION_CHARS).collect(),
-                executed_at: Some(Utc::now()),
-            });
-        }
-    }
-    tracing::warn!(incident_id = %payload.incident_id, "the model called tools when offered none; the built-in summary stands");
-    None
 }

@@ -272,6 +272,11 @@ pub struct VerdictView {
     /// nothing in the incident leads to, as leads to check. Empty otherwise.
     #[serde(default)]
     unlinked: Vec<UnlinkedView>,
+    /// With a language model configured: the model's verdict and the verdict gate's decision on
+    /// it (absent when no model answered, and the built-in analyst's verdict stands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    model: Option<ModelCheckView>,
 }
 
 #[derive(Serialize, Deserialize, utoipa::ToSchema)]
@@ -280,6 +285,33 @@ pub struct UnlinkedView {
     /// The failure, in words.
     failure: String,
     evidence: FindingView,
+}
+
+/// The model's verdict as the gate checked it (`docs/rca.md`, the model's verdict gate). It is
+/// downgraded to INCONCLUSIVE when it cites nothing, cites only empty tool outputs, or contradicts
+/// the ledger without new evidence; an accepted verdict is never stronger than its evidence.
+#[derive(Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCheckView {
+    /// The verdict the model claimed; null when its answer had no readable verdict block.
+    claimed_verdict: Option<VerdictName>,
+    /// The component the model named.
+    claimed_component: Option<String>,
+    /// The existing evidence it cited: ledger items (`E1`, `E2`, ...) and tool results (`1`,
+    /// `2`, ..., the keys of `citations`).
+    cited: Vec<String>,
+    /// Whether the model's verdict stands (the top-level verdict is then the model's).
+    accepted: bool,
+    /// `accepted`, `no_verdict`, `cites_nothing`, `empty_tool_outputs`, `no_component`,
+    /// `contradicts_ledger` or `unsupported`.
+    #[schema(example = "contradicts_ledger")]
+    rule: String,
+    /// The decision in words.
+    reason: String,
+    /// The built-in analyst's verdict, which the gated one replaces.
+    ledger_verdict: VerdictName,
+    /// The built-in analyst's component, if it named one.
+    ledger_component: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, utoipa::ToSchema)]

@@ -21,5 +21,6 @@ mod projections;
 mod query_plans;
 mod rate_limit;
 mod rca;
+mod rca_gate;
 mod users;
 mod websocket;

@@ -1,6 +1,6 @@
 //! Automatic root cause analysis: with the built-in analyst an ingested alert ends analysed; with
 //! a configured model (a real OpenAI-compatible server on loopback) the model writes the summary
-//! and every call leaves a usage row.
+//! and every call leaves a usage row. The model's verdict gate: `rca_gate.rs`.
 
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -51,11 +51,16 @@ async fn a_configured_model_writes_the_summary_and_its_usage_is_recorded() {
     let user = app.new_user().await.id;
 
     let incident = analysed_incident(&app, &user).await;
-    assert_eq!(incident["summary"], answer);
+    // An answer without a verdict block cites nothing: the gate sets it aside.
+    assert_eq!(incident["verdict"]["model"]["rule"], "no_verdict", "{incident}");
+    assert!(!incident["summary"].as_str().unwrap().contains(answer));
     let sent = model.requests();
     assert_eq!(sent.len(), 1, "one model call per analysis");
     let prompt = sent[0]["messages"][1]["content"].as_str().unwrap();
-    assert!(prompt.contains("Findings:"), "{prompt}");
+    assert!(
+        prompt.contains("Findings:") && prompt.contains("Hypothesis ledger"),
+        "{prompt}"
+    );
     assert_eq!(sent[0]["stream"], true);
 
     let (user_id, request_type, session_id, error): (String, String, Option<String>, Option<String>) =
@@ -112,7 +117,10 @@ async fn a_stream_without_a_usage_report_is_recorded_with_estimated_tokens() {
     let user = app.new_user().await.id;
 
     let incident = analysed_incident(&app, &user).await;
-    assert_eq!(incident["summary"], answer);
+    assert_eq!(
+        incident["verdict"]["model"]["rule"], "no_verdict",
+        "the answer was read: {incident}"
+    );
     let (input, output, estimated): (i32, i32, Option<bool>) = sqlx::query_as(
         "SELECT input_tokens, output_tokens, (request_metadata->>'tokens_estimated')::bool FROM llm_usage",
     )
@@ -130,7 +138,9 @@ async fn the_last_round_offers_no_tools_so_the_model_writes_its_summary() {
         model.push(Reply::tool_call("search_incidents", json!({ "query": "checkout" })));
     }
     let answer = "Three searches [1][2][3] found no earlier checkout incident.";
-    model.push(Reply::text(answer));
+    model.push(Reply::text(format!(
+        "{answer}\n```json\n{{\"verdict\": \"INCONCLUSIVE\", \"evidence\": [\"1\", \"2\", \"3\"]}}\n```"
+    )));
     let app = app_with_model(&model).await;
     let user = app.new_user().await.id;
 
@@ -149,7 +159,9 @@ async fn the_model_checks_facts_with_tools_and_its_summary_cites_them() {
     model.push(Reply::status(429).retry_after(1));
     model.push(Reply::tool_call("search_incidents", json!({ "query": "checkout" })));
     let answer = "The checkout-api pool is exhausted [1]; no earlier incident matches.";
-    model.push(Reply::text(answer));
+    model.push(Reply::text(format!(
+        "{answer}\n```json\n{{\"verdict\": \"INCONCLUSIVE\", \"component\": null, \"evidence\": [\"[1]\"]}}\n```"
+    )));
     let app = app_with_model(&model).await;
     let user = app.new_user().await.id;
 
@@ -366,11 +378,9 @@ async fn an_analysis_whose_session_the_user_deletes_meanwhile_still_completes() 
     })
     .await;
     assert_eq!(analysed["auroraStatus"], "complete", "{analysed}");
-    assert!(
-        analysed["summary"]
-            .as_str()
-            .is_some_and(|text| text.starts_with("Pool exhausted.")),
-        "the model's summary: {analysed}"
+    assert_eq!(
+        analysed["verdict"]["model"]["rule"], "no_verdict",
+        "the model's answer was read, and gated: {analysed}"
     );
     assert_eq!(
         app.send_as(&user, Method::GET, &format!("/chat_api/sessions/{session_id}"), None)
@@ -403,7 +413,9 @@ async fn the_analysis_runs_read_only_diagnostic_commands_and_survives_a_nul() {
         "cloud_cli",
         json!({ "command": "kubectl delete pod checkout-1 -n shop" }),
     ));
-    model.push(Reply::text("Pods are crash-looping [1].\u{0} Restart them by hand."));
+    model.push(Reply::text(
+        "Pods are crash-looping [1].\u{0} Restart them by hand.\n```json\n{\"verdict\": \"INCONCLUSIVE\", \"evidence\": [\"1\"]}\n```",
+    ));
     let base_url = model.base_url().to_owned();
     let app = spawn_app_with(move |config| {
         config.llm_base_url = Some(base_url);

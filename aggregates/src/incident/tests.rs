@@ -179,6 +179,7 @@ fn a_finished_analysis_records_its_verdict() {
         named_by: vec!["usage-api".into()],
         ruled_out: Vec::new(),
         unlinked: Vec::new(),
+        model: None,
     };
     Given::with(())
         .given(vec![opened()])
