@@ -13,7 +13,7 @@ use crate::{
 
 /// The source_a fixture as an alert of `service` with `description`, its own fingerprint, fired
 /// `seconds` after the fixture's time.
-fn alert_of(service: &str, description: &str, seconds: i64) -> Value {
+pub(crate) fn alert_of(service: &str, description: &str, seconds: i64) -> Value {
     let mut payload = fixture("source_a", "firing");
     let alert = &mut payload["alerts"][0];
     alert["labels"] = json!({ "alertname": format!("{service} errors"), "service": service });
@@ -25,7 +25,8 @@ fn alert_of(service: &str, description: &str, seconds: i64) -> Value {
     payload
 }
 
-async fn post(app: &TestApp, user: &str, body: &Value) -> String {
+/// Posts the alert; the incident it went to.
+pub(crate) async fn post(app: &TestApp, user: &str, body: &Value) -> String {
     let answer = post_alert(app, user, "/api/source_a/alerts", body).await;
     answer["alerts"][0]["incident_id"].as_str().unwrap().to_owned()
 }

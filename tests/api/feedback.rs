@@ -6,30 +6,10 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::{
+    correlation::{alert_of, post},
     helpers::{assert_error, eventually, spawn_app, spawn_app_without_workers, TestApp},
     incidents::detail,
-    ingestion::{fixture, post_alert},
 };
-
-/// The source_a fixture as an alert of `service` with `description`, its own fingerprint, fired
-/// `seconds` after the fixture's time.
-fn alert_of(service: &str, description: &str, seconds: i64) -> Value {
-    let mut payload = fixture("source_a", "firing");
-    let alert = &mut payload["alerts"][0];
-    alert["labels"] = json!({ "alertname": format!("{service} errors"), "service": service });
-    alert["annotations"] = json!({ "summary": format!("{service} errors above 5%"), "description": description });
-    alert["fingerprint"] = json!(format!("fp-{service}-{seconds}"));
-    let fired =
-        chrono::DateTime::parse_from_rfc3339("2026-11-20T14:02:10Z").unwrap() + chrono::Duration::seconds(seconds);
-    alert["startsAt"] = json!(fired.to_rfc3339());
-    payload
-}
-
-/// Posts the alert; the incident it went to.
-async fn post(app: &TestApp, user: &str, body: &Value) -> String {
-    let answer = post_alert(app, user, "/api/source_a/alerts", body).await;
-    answer["alerts"][0]["incident_id"].as_str().unwrap().to_owned()
-}
 
 async fn split(app: &TestApp, user: &str, incident: &str, body: Value) -> reqwest::Response {
     app.send_as(
