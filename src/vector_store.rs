@@ -175,6 +175,10 @@ impl EventConsumer for IncidentEmbeddings {
         Payloads::OfTypes(&["IncidentOpened"])
     }
 
+    fn tables(&self) -> &'static [&'static str] {
+        &["embeddings WHERE owner_kind = 'incident'"]
+    }
+
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
         let mut opened = Vec::new();
         for event in events.iter().filter(|event| event.event_type == "IncidentOpened") {

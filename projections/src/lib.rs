@@ -3,6 +3,7 @@
 //! checkpointed [`Tail`] that applies whatever the command path missed and drives replays.
 
 pub mod chat_sessions;
+mod checksum;
 pub mod connections;
 mod error;
 pub mod incident_analysis;
@@ -11,10 +12,12 @@ mod projector;
 mod tail;
 pub mod topology;
 
+pub use checksum::{checksums, TableChecksum};
 pub use error::ProjectionError;
 pub use projector::{load_all, Projector, ReadModel};
 pub use tail::{
-    listen_for_appends, replay, AppendAnnouncer, EventConsumer, Payloads, StoredEvent, Tail, TailWakers, EVENTS_CHANNEL,
+    listen_for_appends, replay, replay_in_batches, AppendAnnouncer, EventConsumer, Payloads, StoredEvent, Tail,
+    TailWakers, EVENTS_CHANNEL,
 };
 
 /// `sql` with each parameter `$n` renumbered `$(n + offset)`, so that a statement's parts written

@@ -1,7 +1,4 @@
-use std::{
-    collections::{HashMap, HashSet},
-    marker::PhantomData,
-};
+use std::{collections::HashMap, marker::PhantomData};
 
 use async_trait::async_trait;
 use cqrs_es::{Aggregate, EventEnvelope, Query};
@@ -13,6 +10,10 @@ use crate::{tail::StoredEvent, EventConsumer, Payloads, ProjectionError};
 pub trait ReadModel<A: Aggregate>: Send + Sync + 'static {
     /// The projection's name: its checkpoint key, and what `vigil replay --projection` takes.
     const NAME: &'static str;
+
+    /// The tables this read model writes, and nothing else does: a replay empties them, and
+    /// [`crate::checksums`] compares them.
+    const TABLES: &'static [&'static str];
 
     /// Whether some writer applies events to this read model in the transaction that appends
     /// them and marks them `projected` there (placement does, for incidents), so that the tail,
@@ -82,7 +83,14 @@ pub trait ReadModel<A: Aggregate>: Send + Sync + 'static {
     fn truncate(
         &self,
         conn: &mut PgConnection,
-    ) -> impl std::future::Future<Output = Result<(), ProjectionError>> + Send;
+    ) -> impl std::future::Future<Output = Result<(), ProjectionError>> + Send {
+        async move {
+            sqlx::query(&format!("TRUNCATE {}", Self::TABLES.join(", ")))
+                .execute(conn)
+                .await?;
+            Ok(())
+        }
+    }
 }
 
 /// Applies events to a [`ReadModel`] exactly once and in order, whoever delivers them: the
@@ -179,15 +187,7 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
             }
         }
         if !existing.is_empty() {
-            sqlx::query(
-                "SELECT pg_advisory_xact_lock(key)
-                 FROM (SELECT DISTINCT hashtextextended($1 || '/' || id, 0) AS key FROM unnest($2::text[]) AS id
-                       ORDER BY key) keys",
-            )
-            .bind(R::NAME)
-            .bind(&existing)
-            .execute(&mut *conn)
-            .await?;
+            lock_aggregates(conn, R::NAME, &existing).await?;
             versions.extend(self.read_model.versions(conn, &existing).await?);
         }
         // Events between a lagging read row and the appended ones.
@@ -258,40 +258,45 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
         R::PROJECTED_BY_WRITERS
     }
 
+    fn tables(&self) -> &'static [&'static str] {
+        R::TABLES
+    }
+
+    /// Applies what the read side misses of a batch in one transaction and a fixed number of
+    /// statements, however many aggregates the batch touches: the aggregates behind are locked
+    /// together (in one order everywhere, as [`Self::project_appended_in`] does), their versions
+    /// read at once, and every event from each one's version on to its last in the batch
+    /// fetched in one read, gaps included. A replay, which hands over every event of the store,
+    /// goes through here in large batches.
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
-        let mut seen = HashSet::new();
-        let order: Vec<&str> = events
+        let mut last_in_batch: HashMap<&str, i64> = HashMap::new();
+        let mut order = Vec::new();
+        for event in events {
+            let last = last_in_batch.entry(event.aggregate_id.as_str()).or_insert_with(|| {
+                order.push(event.aggregate_id.as_str());
+                0
+            });
+            *last = (*last).max(event.sequence);
+        }
+        let mut tx = self.pool.begin().await?;
+        // Read without the lock first: usually the command path has projected everything.
+        let versions = self.read_model.versions(&mut tx, &order).await?;
+        let behind: Vec<&str> = order
             .iter()
-            .map(|event| event.aggregate_id.as_str())
-            .filter(|aggregate_id| seen.insert(*aggregate_id))
+            .copied()
+            .filter(|id| last_in_batch[id] > versions.get(*id).copied().unwrap_or(0))
             .collect();
-        let mut conn = self.pool.acquire().await?;
-        let versions = self.read_model.versions(&mut conn, &order).await?;
-        let missed: Vec<&StoredEvent> = events
-            .iter()
-            .filter(|event| event.sequence > versions.get(&event.aggregate_id).copied().unwrap_or(0))
-            .collect();
-        if missed.is_empty() {
+        if behind.is_empty() {
             return Ok(());
         }
-        // By the store's primary key (the events were handed over without payloads).
-        let rows: Vec<StoredEvent> = sqlx::query_as(&format!(
-            "{} WHERE aggregate_type = $1
-                AND (aggregate_id, sequence) IN (SELECT * FROM unnest($2::text[], $3::bigint[]))
-             ORDER BY aggregate_id, sequence",
-            StoredEvent::SELECT
-        ))
-        .bind(A::TYPE)
-        .bind(
-            missed
-                .iter()
-                .map(|event| event.aggregate_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(missed.iter().map(|event| event.sequence).collect::<Vec<_>>())
-        .fetch_all(&mut *conn)
-        .await?;
-        drop(conn);
+        lock_aggregates(&mut tx, R::NAME, &behind).await?;
+        let versions = self.read_model.versions(&mut tx, &behind).await?;
+        let ranges: Vec<(&str, i64, i64)> = behind
+            .iter()
+            .map(|id| (*id, versions.get(*id).copied().unwrap_or(0) + 1, last_in_batch[id]))
+            .filter(|(_, from, to)| from <= to)
+            .collect();
+        let rows = load_ranges(&mut tx, A::TYPE, &ranges).await?;
         let mut by_aggregate: HashMap<&str, Vec<EventEnvelope<A>>> = HashMap::new();
         for row in &rows {
             by_aggregate
@@ -299,11 +304,20 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
                 .or_default()
                 .push(row.envelope::<A>()?);
         }
-        for aggregate_id in order {
-            if let Some(events) = by_aggregate.get(aggregate_id) {
-                self.project(aggregate_id, events).await?;
+        let mut runs = Vec::with_capacity(ranges.len());
+        for &(aggregate_id, from, to) in &ranges {
+            let run: Vec<&EventEnvelope<A>> = by_aggregate.get(aggregate_id).into_iter().flatten().collect();
+            if run.len() as i64 != to - from + 1 {
+                return Err(ProjectionError::MissingEvents {
+                    aggregate_id: aggregate_id.to_owned(),
+                    from,
+                    to,
+                });
             }
+            runs.push(run);
         }
+        self.read_model.apply_runs(&mut tx, &runs).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -376,6 +390,55 @@ pub async fn load_all<A: Aggregate>(
     .fetch_all(conn)
     .await?;
     rows.iter().map(StoredEvent::envelope).collect()
+}
+
+/// Takes the projection's locks on several aggregates, in one order everywhere (two writers
+/// locking overlapping sets in different orders could deadlock).
+async fn lock_aggregates(
+    conn: &mut PgConnection,
+    projection: &str,
+    aggregate_ids: &[&str],
+) -> Result<(), ProjectionError> {
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(key)
+         FROM (SELECT DISTINCT hashtextextended($1 || '/' || id, 0) AS key FROM unnest($2::text[]) AS id
+               ORDER BY key) keys",
+    )
+    .bind(projection)
+    .bind(aggregate_ids)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The events of several aggregates, each from one sequence to another (`(id, from, to)`), in one
+/// read by the store's primary key; ordered by aggregate and sequence. Each range is read on its
+/// own (a lateral subquery, kept from being flattened into a join by its `LIMIT`): planned as a
+/// join while the store was small, the read became a scan of every event of the type per batch.
+async fn load_ranges(
+    conn: &mut PgConnection,
+    aggregate_type: &str,
+    ranges: &[(&str, i64, i64)],
+) -> Result<Vec<StoredEvent>, ProjectionError> {
+    if ranges.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut rows: Vec<StoredEvent> = sqlx::query_as(&format!(
+        "SELECT found.* FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS wanted(id, first, last)
+         CROSS JOIN LATERAL ({} WHERE aggregate_type = $1 AND aggregate_id = wanted.id
+                                AND sequence BETWEEN wanted.first AND wanted.last
+                              LIMIT wanted.last - wanted.first + 1) found",
+        StoredEvent::SELECT
+    ))
+    .bind(aggregate_type)
+    .bind(ranges.iter().map(|range| range.0).collect::<Vec<_>>())
+    .bind(ranges.iter().map(|range| range.1).collect::<Vec<_>>())
+    .bind(ranges.iter().map(|range| range.2).collect::<Vec<_>>())
+    .fetch_all(conn)
+    .await?;
+    // Sorted here rather than by the statement, whose plan then stays a walk of the key.
+    rows.sort_unstable_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
+    Ok(rows)
 }
 
 async fn load_stream<A: Aggregate>(

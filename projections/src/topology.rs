@@ -28,6 +28,7 @@ pub struct TopologyReadModel;
 
 impl ReadModel<Topology> for TopologyReadModel {
     const NAME: &'static str = "topology";
+    const TABLES: &'static [&'static str] = &["topology_catalogs"];
 
     async fn versions(
         &self,
@@ -58,11 +59,6 @@ impl ReadModel<Topology> for TopologyReadModel {
                 .await?;
             }
         }
-        Ok(())
-    }
-
-    async fn truncate(&self, conn: &mut PgConnection) -> Result<(), ProjectionError> {
-        sqlx::query("TRUNCATE topology_catalogs").execute(conn).await?;
         Ok(())
     }
 }
@@ -205,6 +201,10 @@ impl EventConsumer for LearnedTopology {
         rows.retain(|row| !row.from.is_empty() && !row.to.is_empty() && service_key(&row.from) != service_key(&row.to));
         fill_owners(&mut conn, &mut rows).await?;
         insert(&mut conn, &rows).await
+    }
+
+    fn tables(&self) -> &'static [&'static str] {
+        &["topology_evidence"]
     }
 
     async fn reset(&self) -> Result<(), ProjectionError> {

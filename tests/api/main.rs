@@ -22,5 +22,6 @@ mod query_plans;
 mod rate_limit;
 mod rca;
 mod rca_gate;
+mod replay;
 mod users;
 mod websocket;

@@ -110,13 +110,20 @@ async fn key_lookups_stay_primary_key_probes_when_planned_on_empty_tables() {
 #[tokio::test]
 async fn a_replay_reads_events_in_index_order_without_sorting() {
     let app = spawn_app_without_workers().await;
-    // Two connections: the replay holds its consumer's lock on one while it reads on the other.
+    // Three connections: the replay holds its consumer's lock on one while it reads on another,
+    // and the projection writes on the third.
     let pool = PgPoolOptions::new()
-        .max_connections(2)
+        .max_connections(3)
         .connect_with((*app.db.connect_options()).clone())
         .await
         .unwrap();
-    app.state.events.replay(&pool, Some("chat_sessions")).await.unwrap();
+    let user = app.new_user().await.id;
+    app.create_session(&user, &serde_json::json!({ "title": "replayed" }))
+        .await;
+    let projector = vigil_projections::Projector::new(pool.clone(), ChatSessionsReadModel);
+    vigil_projections::replay(&pool, std::sync::Arc::new(projector))
+        .await
+        .unwrap();
     let statements = [
         (
             "FROM event_consumer_checkpoints WHERE name = $2), 0))",
@@ -124,12 +131,17 @@ async fn a_replay_reads_events_in_index_order_without_sorting() {
             &["events_tail_by_type"][..],
         ),
         ("DESC LIMIT 1", "events", &["events_tail_by_type"]),
+        // The events a batch's read rows miss, by the store's key.
+        ("AS wanted(id, first, last)", "events", &["events_pkey"]),
     ];
     let mut off_key = Vec::new();
-    let (mut first, mut second) = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
+    let mut connections = Vec::new();
+    for _ in 0..3 {
+        connections.push(pool.acquire().await.unwrap());
+    }
     for (statement, table, indexes) in statements {
         let mut found = false;
-        for conn in [&mut first, &mut second] {
+        for conn in &mut connections {
             if prepared_statements(conn)
                 .await
                 .iter()
@@ -170,6 +182,7 @@ async fn generic_plans_off_key(
         "text" | "character varying" => "'someone'".to_owned(),
         "text[]" => "'{cloud_a:1}'".to_owned(),
         "bigint" => "1".to_owned(),
+        "bigint[]" => "'{1}'".to_owned(),
         other => panic!("no argument for a parameter of type {other}"),
     };
     let mut off_key = Vec::new();

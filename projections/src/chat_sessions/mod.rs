@@ -1,5 +1,6 @@
 //! `chat_sessions`: the read model of the ChatSession aggregate, and the queries the API serves.
 
+mod folded;
 mod images;
 
 use chrono::{DateTime, Utc};
@@ -9,6 +10,7 @@ use sqlx::{types::Json, PgConnection, PgPool};
 use uuid::Uuid;
 use vigil_aggregates::chat_session::{ChatSession, ChatSessionEvent, Message};
 
+use folded::{insert_sessions, NewSession};
 pub use images::split_inline_images;
 
 use crate::{ProjectionError, ReadModel};
@@ -17,6 +19,7 @@ pub struct ChatSessionsReadModel;
 
 impl ReadModel<ChatSession> for ChatSessionsReadModel {
     const NAME: &'static str = "chat_sessions";
+    const TABLES: &'static [&'static str] = &["chat_sessions"];
 
     async fn versions(
         &self,
@@ -147,9 +150,24 @@ impl ReadModel<ChatSession> for ChatSessionsReadModel {
         Ok(())
     }
 
-    async fn truncate(&self, conn: &mut PgConnection) -> Result<(), ProjectionError> {
-        sqlx::query("TRUNCATE chat_sessions").execute(conn).await?;
-        Ok(())
+    /// New sessions' rows in one insert ([`NewSession`]); the events of existing ones one by one.
+    async fn apply_runs(
+        &self,
+        conn: &mut PgConnection,
+        runs: &[Vec<&EventEnvelope<ChatSession>>],
+    ) -> Result<(), ProjectionError> {
+        let mut created = Vec::new();
+        for run in runs {
+            match NewSession::of(run) {
+                Some(session) => created.push(session),
+                None => {
+                    for event in run {
+                        self.apply(conn, event).await?;
+                    }
+                }
+            }
+        }
+        insert_sessions(conn, &created).await
     }
 }
 

@@ -11,6 +11,7 @@ pub struct ConnectionsReadModel;
 
 impl ReadModel<Connection> for ConnectionsReadModel {
     const NAME: &'static str = "user_connections";
+    const TABLES: &'static [&'static str] = &["user_connections"];
 
     async fn versions(
         &self,
@@ -78,11 +79,6 @@ impl ReadModel<Connection> for ConnectionsReadModel {
                     .await?;
             }
         }
-        Ok(())
-    }
-
-    async fn truncate(&self, conn: &mut PgConnection) -> Result<(), ProjectionError> {
-        sqlx::query("TRUNCATE user_connections").execute(conn).await?;
         Ok(())
     }
 }

@@ -2,6 +2,7 @@
 //! the correlator serve from it (the alerts that joined an incident are read from its events).
 
 mod changes;
+mod folded;
 mod queries;
 
 use std::sync::LazyLock;
@@ -13,6 +14,7 @@ use uuid::Uuid;
 use vigil_aggregates::incident::{AlertInfo, Incident, IncidentEvent};
 
 pub use changes::{linked_changes, LinkedChange};
+use folded::{write_folded, FoldedRun};
 pub use queries::*;
 
 use crate::{ProjectionError, ReadModel};
@@ -22,6 +24,7 @@ pub struct IncidentsReadModel;
 impl ReadModel<Incident> for IncidentsReadModel {
     const NAME: &'static str = "incidents";
     const PROJECTED_BY_WRITERS: bool = true;
+    const TABLES: &'static [&'static str] = &["incidents"];
 
     async fn versions(
         &self,
@@ -156,8 +159,9 @@ impl ReadModel<Incident> for IncidentsReadModel {
     }
 
     /// Across incidents, in one statement: the rows of new incidents (with the alerts that joined
-    /// them in the same run folded in) and the alerts that joined existing ones; the rest incident
-    /// by incident, in order.
+    /// them in the same run folded in) and the alerts that joined existing ones; then the rest of
+    /// each run folded into one update ([`FoldedRun`]), all in two more statements (a run that
+    /// splits an alert off goes event by event).
     async fn apply_runs(
         &self,
         conn: &mut PgConnection,
@@ -165,12 +169,18 @@ impl ReadModel<Incident> for IncidentsReadModel {
     ) -> Result<(), ProjectionError> {
         let (writes, rest) = RowWrites::split(runs);
         write_rows(conn, &writes).await?;
+        let mut folded = Vec::new();
         for run in rest {
-            for event in run {
-                self.apply(conn, event).await?;
+            match FoldedRun::of(run) {
+                Some(fold) => folded.push(fold),
+                None => {
+                    for event in run {
+                        self.apply(conn, event).await?;
+                    }
+                }
             }
         }
-        Ok(())
+        write_folded(conn, &folded).await
     }
 
     async fn truncate(&self, conn: &mut PgConnection) -> Result<(), ProjectionError> {
