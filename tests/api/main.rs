@@ -24,3 +24,4 @@ mod rca;
 mod rca_gate;
 mod users;
 mod websocket;
+mod websocket_protocol;
