@@ -6,6 +6,7 @@ mod cloud_providers;
 mod connections;
 mod correlation;
 mod cors;
+mod database_outage;
 mod errors;
 mod feedback;
 mod health;
