@@ -94,6 +94,7 @@ impl Application {
             session_fanout: Arc::new(crate::ws::fanout::SessionFanout::new(&cache)),
             reply_turns: Arc::default(),
             cache,
+            database_circuit: crate::db_circuit::DatabaseCircuit::new((*db.connect_options()).clone()),
             db,
             websocket_addr,
             connections,

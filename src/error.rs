@@ -51,7 +51,7 @@ pub fn excerpt(value: &str) -> String {
 }
 
 /// Seconds a client is asked to wait before retrying a 503.
-const UNAVAILABLE_RETRY_SECS: u32 = 5;
+pub(crate) const UNAVAILABLE_RETRY_SECS: u32 = 5;
 
 /// The JSON error body of every failed request.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -61,6 +61,11 @@ pub struct ErrorBody {
     /// Stable machine-readable code (`invalid_request`, `unauthorized`, `not_found`, ...).
     pub code: String,
 }
+
+/// Carried in the extensions of a response that found the database out of reach, for the
+/// database's circuit (`db_circuit`).
+#[derive(Clone, Copy, Debug)]
+pub struct DatabaseUnreachable;
 
 /// Carried in a 500 response's extensions so the logging middleware can report the cause once.
 #[derive(Clone, Debug)]
@@ -221,7 +226,7 @@ impl From<anyhow::Error> for AppError {
 /// rather than that a statement failed: no connection to be had, a connection lost, the server
 /// shutting down or refusing connections (SQLSTATE classes 08 and 57P, 53300, 3D000 for a
 /// database that is gone, and 55000 for one not accepting connections).
-fn database_unreachable(error: &sqlx::Error) -> bool {
+pub(crate) fn database_unreachable(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
@@ -262,6 +267,7 @@ impl IntoResponse for AppError {
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(UNAVAILABLE_RETRY_SECS));
                 response.extensions_mut().insert(InternalErrorReport(Arc::new(cause)));
+                response.extensions_mut().insert(DatabaseUnreachable);
             }
             Self::Internal(cause) => {
                 response.extensions_mut().insert(InternalErrorReport(Arc::new(cause)));

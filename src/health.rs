@@ -69,10 +69,10 @@ pub fn overall(checks: &BTreeMap<&'static str, Check>) -> HealthStatus {
 
 pub async fn full_report(state: &AppState) -> BTreeMap<&'static str, Check> {
     let (database, cache, vector_store, task_queue, chatbot) = tokio::join!(
-        bounded(check_database(state)),
+        check_database(state),
         bounded(check_cache(state)),
-        bounded(check_vector_store(state)),
-        bounded(check_task_queue(state)),
+        needs_database(state, check_vector_store(state)),
+        needs_database(state, check_task_queue(state)),
         check_chatbot_websocket(state.websocket_addr, state.config.health_ws_timeout()),
     );
     BTreeMap::from([
@@ -85,7 +85,7 @@ pub async fn full_report(state: &AppState) -> BTreeMap<&'static str, Check> {
 }
 
 pub async fn readiness_report(state: &AppState) -> BTreeMap<&'static str, Check> {
-    let (database, cache) = tokio::join!(bounded(check_database(state)), bounded(check_cache(state)));
+    let (database, cache) = tokio::join!(check_database(state), bounded(check_cache(state)));
     BTreeMap::from([("database", database), ("cache", cache)])
 }
 
@@ -95,11 +95,30 @@ async fn bounded(check: impl Future<Output = Check>) -> Check {
         .unwrap_or_else(|_| Check::unhealthy(format!("no answer within {} s", CHECK_TIMEOUT.as_secs())))
 }
 
-async fn check_database(state: &AppState) -> Check {
-    match sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&state.db).await {
-        Ok(_) => Check::healthy("PostgreSQL answered"),
-        Err(error) => Check::unhealthy(format!("PostgreSQL unreachable: {}", database_error_summary(&error))),
+/// A check that needs the database: unhealthy at once while the database's circuit is open,
+/// rather than after waiting out [`CHECK_TIMEOUT`] for a connection.
+async fn needs_database(state: &AppState, check: impl Future<Output = Check>) -> Check {
+    if state.database_circuit.is_open() {
+        return Check::unhealthy(
+            "PostgreSQL unreachable (the circuit is open; a background probe retries every 500 ms)",
+        );
     }
+    bounded(check).await
+}
+
+/// `SELECT 1`; a failure (or no answer in time) has the database's circuit probe it.
+async fn check_database(state: &AppState) -> Check {
+    let check = needs_database(state, async {
+        match sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&state.db).await {
+            Ok(_) => Check::healthy("PostgreSQL answered"),
+            Err(error) => Check::unhealthy(format!("PostgreSQL unreachable: {}", database_error_summary(&error))),
+        }
+    })
+    .await;
+    if check.status == HealthStatus::Unhealthy {
+        state.database_circuit.suspect();
+    }
+    check
 }
 
 /// A one-line cause that names no credentials (connection errors can echo the URL's host only).

@@ -8,6 +8,7 @@ pub mod cache;
 pub mod config;
 pub mod connections;
 pub mod db;
+pub mod db_circuit;
 pub mod error;
 pub mod eval;
 pub mod event_store;

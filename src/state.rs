@@ -37,6 +37,8 @@ impl std::ops::Deref for AppState {
 pub struct Services {
     pub config: Arc<Config>,
     pub db: PgPool,
+    /// Open while the database is known to be down: requests needing it answer 503 at once.
+    pub database_circuit: Arc<crate::db_circuit::DatabaseCircuit>,
     pub events: Arc<EventStore>,
     pub correlation: Arc<CorrelationConfig>,
     pub vectors: VectorStore,

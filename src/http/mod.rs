@@ -161,6 +161,8 @@ pub fn router(state: AppState) -> Router {
 
     routes
         .layer(Extension(document))
+        // Matched routes only: an unknown path is still a 404 while the database is down.
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::db_circuit::guard))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit::enforce))

@@ -5,6 +5,7 @@
 mod connection;
 pub mod fanout;
 pub mod protocol;
+mod refusal;
 
 use std::time::Duration;
 
@@ -41,7 +42,7 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let Ok(place) = places.clone().try_acquire_owned() else {
-                        tokio::spawn(refuse_when_full(stream));
+                        tokio::spawn(refusal::refuse_when_full(stream));
                         continue;
                     };
                     let (state, shutdown) = (state.clone(), shutdown.clone());
@@ -65,31 +66,8 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
     let _ = tokio::time::timeout(SHUTDOWN_GRACE + Duration::from_secs(1), connections.wait()).await;
 }
 
-/// Answers a socket past `WS_MAX_CONNECTIONS` with a plain HTTP 503 instead of its handshake:
-/// with no cap, idle sockets used up the process's file descriptors, and the HTTP API (health
-/// checks included) stopped accepting connections.
-async fn refuse_when_full(mut stream: TcpStream) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    const BODY: &str = r#"{"error":"too many chat connections; retry later","code":"service_unavailable"}"#;
-    let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{BODY}",
-        BODY.len()
-    );
-    tracing::debug!("websocket connection refused: WS_MAX_CONNECTIONS reached");
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        // The handshake request is read first: a socket closed with unread input is reset, and
-        // the reset may reach the client before the answer.
-        let mut request = [0u8; 4096];
-        let _ = stream.read(&mut request).await?;
-        stream.write_all(response.as_bytes()).await?;
-        stream.shutdown().await
-    })
-    .await;
-}
-
 async fn handle_socket(
-    stream: TcpStream,
+    mut stream: TcpStream,
     state: AppState,
     shutdown: CancellationToken,
 ) -> Result<(), tungstenite::Error> {
@@ -99,14 +77,25 @@ async fn handle_socket(
     let config = tungstenite::protocol::WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(Some(max_message_bytes(&state.config)));
-    let socket = tokio::time::timeout(
+    // The socket is lent, not given, to tungstenite: a refused handshake is still answered on
+    // it, and every connection ends with a lingering close.
+    let handshake = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
-        tokio_tungstenite::accept_async_with_config(stream, Some(config)),
+        tokio_tungstenite::accept_async_with_config(&mut stream, Some(config)),
     )
-    .await
-    .map_err(|_| tungstenite::Error::ConnectionClosed)??;
-    let (sink, stream) = socket.split();
-    run_connection(sink, stream, state, shutdown).await
+    .await;
+    let socket = match handshake {
+        Err(_) => return Err(tungstenite::Error::ConnectionClosed),
+        Ok(Err(error)) => {
+            refusal::answer_bad_handshake(&mut stream, &error).await;
+            return Err(error);
+        }
+        Ok(Ok(socket)) => socket,
+    };
+    let (sink, socket_stream) = socket.split();
+    let result = run_connection(sink, socket_stream, state, shutdown).await;
+    refusal::linger_close(&mut stream).await;
+    result
 }
 
 /// The largest message a client may send (a larger one closes the socket with 1009, "message
@@ -180,20 +169,23 @@ where
             }
             incoming = stream.next() => match incoming {
                 None => break Ok(()),
-                Some(Ok(Message::Close(_))) => {
+                Some(Ok(Message::Close(frame))) => {
+                    // A close code the RFC does not allow (999, 1005, ...) is answered with 1002 by
+                    // tungstenite, which reports that code here.
+                    tracing::debug!(code = frame.as_ref().map(|frame| u16::from(frame.code)), "websocket closed by the client");
                     // Flushes the Close reply tungstenite queued, so the client sees a clean close.
                     let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.close()).await;
                     break Ok(());
                 }
-                Some(Err(tungstenite::Error::Capacity(error))) => {
-                    let frame = CloseFrame {
-                        code: CloseCode::Size,
-                        reason: error.to_string().chars().take(100).collect::<String>().into(),
-                    };
+                Some(Err(error)) => {
+                    // A frame that breaks the protocol (invalid UTF-8, unmasked, reserved bits or
+                    // opcode, a control frame over 125 bytes, a message too big) is answered with
+                    // its Close code before the connection is dropped.
+                    let Some(frame) = refusal::close_for(&error) else { break Err(error) };
+                    tracing::debug!(code = u16::from(frame.code), %error, "websocket protocol error; closing");
                     let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(Message::Close(Some(frame)))).await;
                     break Ok(());
                 }
-                Some(Err(error)) => break Err(error),
                 Some(Ok(Message::Text(text))) => connection.handle(text.as_str()),
                 Some(Ok(Message::Binary(_))) => connection.reject("binary frames are not supported; send JSON text"),
                 Some(Ok(_)) => {} // ping/pong are answered by tungstenite

@@ -42,8 +42,16 @@ pub async fn spawn_app_without_workers() -> TestApp {
 
 /// Like [`spawn_app`], letting the test adjust the configuration first.
 pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    spawn_app_on(&server, false, customize).await
+}
+
+/// An app with a fresh database on the PostgreSQL server at `server` (any database's URL);
+/// with `service_pool`, on a pool made as the service makes its own (`vigil::db::pool`: its
+/// acquire timeout, its limits) rather than the tests' plain one.
+pub async fn spawn_app_on(server: &str, service_pool: bool, customize: impl FnOnce(&mut Config)) -> TestApp {
     init_test_logging();
-    let database = TestDatabase::create().await;
+    let database = TestDatabase::create(server).await;
     let mut config = Config::from_env().expect("configuration from the environment");
     config.bind_address = "127.0.0.1".parse().unwrap();
     config.http_port = 0;
@@ -63,6 +71,11 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     vigil::db::migrate(&db)
         .await
         .expect("migrations apply to a fresh database");
+    let db = if service_pool {
+        vigil::db::pool(&config, vigil::db::SERVICE_APPLICATION_NAME).expect("the service's pool")
+    } else {
+        db
+    };
     let app = Application::build_with_pool(config, db.clone())
         .await
         .expect("application builds");
@@ -258,11 +271,9 @@ struct TestDatabase {
 }
 
 impl TestDatabase {
-    async fn create() -> Self {
-        let server =
-            std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let mut url = Url::parse(&server).expect("DATABASE_URL is a URL");
-        let admin = PgConnectOptions::from_str(&server)
+    async fn create(server: &str) -> Self {
+        let mut url = Url::parse(server).expect("DATABASE_URL is a URL");
+        let admin = PgConnectOptions::from_str(server)
             .expect("DATABASE_URL parses")
             .database("postgres");
         let name = format!("vigil_test_{}", Uuid::new_v4().simple());
