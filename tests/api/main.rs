@@ -22,5 +22,6 @@ mod query_plans;
 mod rate_limit;
 mod rca;
 mod rca_gate;
+mod resolved_incidents;
 mod users;
 mod websocket;
