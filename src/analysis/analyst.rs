@@ -5,6 +5,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
+pub use super::earlier::EarlierIncident;
 use vigil_aggregates::{
     incident_analysis::{classify, Risk},
     ledger::{self, AlertRecord, ChangeRecord, Ledger, Verdict},
@@ -38,6 +39,8 @@ pub struct IncidentFacts {
     pub alerts: Vec<AlertRecord>,
     /// The user's other alerts of the same minutes, not grouped with it.
     pub nearby: Vec<AlertRecord>,
+    /// The incident its alert fired in before (resolved or merged since): the alert came back.
+    pub earlier: Option<EarlierIncident>,
 }
 
 #[derive(Clone, Debug)]
@@ -185,8 +188,14 @@ pub fn analyze(facts: &IncidentFacts) -> Analysis {
         .take(3)
         .map(|s| format!("- {} ({} risk)", s.title, s.risk.as_str()))
         .collect();
+    // That the alert came back is told in the summary too: it is the first thing on-call asks.
+    let seen_before = facts
+        .earlier
+        .as_ref()
+        .map(|earlier| format!("\n\n{}", earlier.sentence()))
+        .unwrap_or_default();
     let summary = format!(
-        "{conclusion}\n\nNext steps:\n{}\n\n_{DISCLAIMER}_",
+        "{conclusion}{seen_before}\n\nNext steps:\n{}\n\n_{DISCLAIMER}_",
         next_steps.join("\n")
     );
     Analysis {
@@ -323,7 +332,7 @@ fn deployment_hypothesis(facts: &IncidentFacts, deployment: &DeploymentFact, why
 }
 
 fn evidence(facts: &IncidentFacts, suspect: Option<&DeploymentFact>) -> Vec<String> {
-    let mut evidence = Vec::new();
+    let mut evidence: Vec<String> = facts.earlier.iter().map(EarlierIncident::sentence).collect();
     if !facts.correlated.is_empty() {
         let timeline: Vec<String> = facts
             .correlated
@@ -725,6 +734,7 @@ mod tests {
                 url: None,
             }],
             similar: vec![],
+            earlier: None,
             alerts: vec![AlertRecord::new(
                 Some("inventory-service".into()),
                 "InventoryServiceHighErrorRate".into(),
@@ -877,6 +887,36 @@ mod tests {
         assert!(evidence
             .iter()
             .any(|e| e.contains("similarity 0.91") && e.contains("A missing database setting crashed the pods.")));
+    }
+
+    /// The verdict stays the ledger's: the earlier incident is a fact told, not evidence weighed.
+    #[test]
+    fn an_earlier_incident_of_the_alert_is_told_and_weighs_nothing() {
+        let without = analyze(&inventory_alert());
+        let mut facts = inventory_alert();
+        facts.earlier = Some(EarlierIncident {
+            id: uuid::Uuid::from_u128(7),
+            title: "InventoryServiceHighErrorRate".into(),
+            status: "resolved".into(),
+            started_at: at(3, 0, 0),
+            resolved_at: Some(at(4, 15, 0)),
+            merged_into: None,
+            summary: None,
+        });
+        let with = analyze(&facts);
+        let told = format!(
+            "This alert fired before, in incident {} (\"InventoryServiceHighErrorRate\", started 2026-11-20 03:00 \
+             UTC), resolved at 2026-11-20 04:15 UTC: it has come back.",
+            uuid::Uuid::from_u128(7)
+        );
+        assert!(with
+            .thoughts
+            .iter()
+            .any(|t| t.kind == ThoughtKind::Evidence && t.content == told));
+        assert!(with.summary.contains(&told), "{}", with.summary);
+        assert_eq!(with.ledger.conclusion(), without.ledger.conclusion());
+        assert_eq!(with.suggestions, without.suggestions);
+        assert!(!without.summary.contains("fired before"));
     }
 
     #[test]

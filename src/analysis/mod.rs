@@ -4,6 +4,7 @@
 //! (`rca_model`, `vigil_aggregates::verdict_gate`).
 
 pub mod analyst;
+mod earlier;
 pub mod incident_chat;
 pub mod model;
 pub mod postmortem;

@@ -19,7 +19,7 @@ use vigil_aggregates::{
 use vigil_projections::incidents as read;
 
 use super::{
-    analyst::{self, AlertFact, DeploymentFact, IncidentFacts, PastIncident, ThoughtKind},
+    analyst::{self, AlertFact, DeploymentFact, EarlierIncident, IncidentFacts, PastIncident, ThoughtKind},
     rca_model,
     reactor::JobReactor,
 };
@@ -323,7 +323,8 @@ impl RcaHandler {
     }
 
     /// What the analyst may reason from: the incident, its correlated alerts, the changes
-    /// linked to it, and similar past incidents of the same user.
+    /// linked to it, similar past incidents of the same user, and the incident its alert fired
+    /// in before.
     async fn facts(&self, incident: &read::IncidentRow) -> Result<IncidentFacts, JobFailure> {
         let db = &self.state.db;
         let metadata = &incident.alert_metadata.0;
@@ -395,6 +396,10 @@ impl RcaHandler {
                 started_at: past.started_at,
             })
             .collect();
+        let earlier = match incident.previous_incident_id {
+            Some(id) => EarlierIncident::read(db, &incident.user_id, id).await?,
+            None => None,
+        };
         Ok(IncidentFacts {
             title,
             service: incident.alert_service.clone(),
@@ -412,6 +417,7 @@ impl RcaHandler {
             similar,
             alerts,
             nearby,
+            earlier,
         })
     }
 }

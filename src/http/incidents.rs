@@ -246,6 +246,11 @@ pub struct IncidentDetail {
     changes: Vec<ChangeView>,
     /// The analysis's verdict and what it rests on, once it reached one (an addition).
     verdict: Option<VerdictView>,
+    /// The earlier incident this one's alert fired in: a new firing of an alert whose incident
+    /// is resolved or merged opens a new incident rather than reopening it (an addition). Null
+    /// when the alert never fired before.
+    #[schema(required = true)]
+    previous_incident_id: Option<Uuid>,
 }
 
 /// The verdict of the analysis (`docs/rca.md`): CONFIRMED (the component's own failure and
@@ -490,6 +495,7 @@ async fn get_incident(
         .as_ref()
         .and_then(|stored| serde_json::from_value::<VerdictView>(stored.0.clone()).ok());
     let triggered_at = row.started_at;
+    let previous_incident_id = row.previous_incident_id;
     let mut incident = IncidentView::from(row);
     incident.alert.triggered_at = Some(triggered_at);
     incident.alert.raw_payload = Some(payload.unwrap_or_default());
@@ -577,6 +583,7 @@ async fn get_incident(
             })
             .collect(),
         verdict,
+        previous_incident_id,
     };
     Ok(Json(IncidentDetailResponse { incident: detail }))
 }

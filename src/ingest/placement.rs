@@ -1,7 +1,8 @@
 //! Places a batch of notifications (from any number of users) at once: deduplicates each delivery
 //! against those recorded before, then attaches a recovery to its incident, or keeps an alert with
 //! the incident already holding its key, or correlates it with an open incident, or opens a new
-//! one.
+//! one. A resolved or merged incident is never a candidate: a new firing of its alert opens a new
+//! incident (unless another open one takes it) that names the incident its key last went to.
 //!
 //! The decisions are made in memory from set-based reads, the resulting commands run through the
 //! Incident aggregate's own rules (`decide`), and their events, read rows and the placements are
@@ -377,6 +378,10 @@ impl Placer {
             .iter()
             .map(|&(index, incident_id)| (items[index].occurrence(), incident_id))
             .collect();
+        // Where each key was last placed, kept current through the batch: a new incident a key
+        // opens names the one it fired in before.
+        let mut last_placed: HashMap<(&str, &str, &str), Uuid> =
+            keyed(&mut found.earlier.iter().copied(), |alert| alert.key.as_str());
         let versions_seen = found.versions_seen();
         let mut candidates = self.candidates(found.candidates, &windows, stale);
         let mut plan = Plan::default();
@@ -457,12 +462,14 @@ impl Placer {
                     }
                     None => {
                         let incident_id = Uuid::new_v4();
+                        let key = (item.user_id, alert.source.as_str(), alert.key.as_str());
                         plan.command(
                             incident_id,
                             IncidentCommand::Open {
                                 incident_id,
                                 user_id: item.user_id.to_owned(),
                                 alert: alert_info(alert_id, alert, &item.prepared.evidence),
+                                previous_incident_id: last_placed.get(&key).copied(),
                                 at: Utc::now(),
                             },
                         );
@@ -475,6 +482,7 @@ impl Placer {
             if let (Some((incident_id, _)), false) = (placement, alert.resolved) {
                 placed_occurrences.insert(occurrence, incident_id);
                 placed_groups.insert(group, (incident_id, alert.fired_at));
+                last_placed.insert((item.user_id, alert.source.as_str(), alert.key.as_str()), incident_id);
             }
             plan.placements.push((index, alert_id, placement));
         }
@@ -956,6 +964,9 @@ struct Found {
     deliveries: Vec<DeliveryRow>,
     /// Item index → the open incident already holding an alert with the item's key (firing items).
     key_holders: Vec<(usize, Uuid)>,
+    /// Item index → the incident of the newest earlier delivery of the item's key, whatever its
+    /// status (firing items): what a new incident the item opens follows on from.
+    earlier: Vec<(usize, Uuid)>,
     /// Item index → the incident of the newest unresolved alert of the item's group (recoveries),
     /// with its read row's version.
     group_incidents: Vec<(usize, Uuid, Option<i64>)>,
@@ -994,11 +1005,12 @@ struct DeliveryRow {
 
 /// In one statement (one round trip), what placement decides from: for each item, its delivery's
 /// row if an earlier notification recorded it, else a fresh id from the table's sequence; the
-/// open incidents holding the items' occurrences (key and fired-at time); the incidents of the
-/// recoveries' groups; every user's correlation candidates; every user's cursor. The reads share
-/// the statement's snapshot, and the batch's write requires the cursors to be where that snapshot
-/// found them: so whatever the batch decides from these reads, no batch of these users has been
-/// placed since, which is what makes the deliveries' deduplication safe without inserting first.
+/// open incidents holding the items' occurrences (key and fired-at time); the incidents the items'
+/// keys last went to; the incidents of the recoveries' groups; every user's correlation
+/// candidates; every user's cursor. The reads share the statement's snapshot, and the batch's
+/// write requires the cursors to be where that snapshot found them: so whatever the batch decides
+/// from these reads, no batch of these users has been placed since, which is what makes the
+/// deliveries' deduplication safe without inserting first.
 /// Lookups run for every item, recorded before or not; placement uses those of the fresh ones.
 /// The results come back as JSON columns of one row.
 ///
@@ -1014,6 +1026,7 @@ async fn look_up(
     type Lookups = (
         Json<Vec<DeliveryRow>>,
         Json<Vec<(usize, Uuid)>>,
+        Json<Vec<(usize, Uuid)>>,
         Json<Vec<(usize, Uuid, Option<i64>)>>,
         Json<Vec<UserCandidateRow>>,
         Json<Vec<(String, i64)>>,
@@ -1024,7 +1037,7 @@ async fn look_up(
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    let (deliveries, key_holders, group_incidents, candidates, cursors): Lookups = sqlx::query_as(
+    let (deliveries, key_holders, earlier, group_incidents, candidates, cursors): Lookups = sqlx::query_as(
         "WITH items AS (
              SELECT (ordinality - 1)::int AS index, user_id, source_type, alert_key, group_key, alert_state,
                     fired_at, resolved, kind
@@ -1061,6 +1074,14 @@ async fn look_up(
                     AND s.incident_id IS NOT NULL
                     AND EXISTS (SELECT 1 FROM incidents i
                                 WHERE i.id = s.incident_id AND i.status IN ('investigating', 'analyzed'))
+                  ORDER BY s.id DESC LIMIT 1
+              ) s
+              WHERE NOT q.resolved),
+             (SELECT COALESCE(json_agg(json_build_array(q.index, s.incident_id)), '[]')
+              FROM probed q CROSS JOIN LATERAL (
+                  SELECT s.incident_id FROM source_alerts s
+                  WHERE q.seen AND s.user_id = q.user_id AND s.source_type = q.source_type
+                    AND s.alert_key = q.alert_key AND s.incident_id IS NOT NULL
                   ORDER BY s.id DESC LIMIT 1
               ) s
               WHERE NOT q.resolved),
@@ -1133,6 +1154,7 @@ async fn look_up(
     Ok(Found {
         deliveries: deliveries.0,
         key_holders: key_holders.0,
+        earlier: earlier.0,
         group_incidents: group_incidents.0,
         candidates: candidates.0,
         cursors: cursors.0,

@@ -24,6 +24,7 @@ mod rate_limit;
 mod rca;
 mod rca_gate;
 mod replay;
+mod resolved_incidents;
 mod users;
 mod websocket;
 mod websocket_protocol;

@@ -84,6 +84,20 @@ async fn openapi_document_follows_the_spec_tables() {
         expected.sort();
         assert_eq!(listed, expected, "{schema}");
     }
+    // An addition: the incident a new firing of a resolved or merged incident's alert follows.
+    // The detail flattens the list's fields in: its own are one part of an `allOf`.
+    let detail = &schemas["IncidentDetail"];
+    let own = detail["allOf"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain([detail])
+        .find(|part| part["properties"].get("previousIncidentId").is_some())
+        .unwrap_or_else(|| panic!("no previousIncidentId in {detail}"));
+    let own_required = own["required"].as_array().unwrap();
+    assert!(own_required.contains(&"previousIncidentId".into()), "{own}");
+    let link = own["properties"]["previousIncidentId"].to_string();
+    assert!(link.contains("uuid") && link.contains("null"), "{link}");
     let patch = &document["paths"]["/api/incidents/{incident_id}"]["patch"];
     let body = &patch["requestBody"]["content"]["application/json"]["schema"]["$ref"];
     assert_eq!(body, "#/components/schemas/IncidentPatch");

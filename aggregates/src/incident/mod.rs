@@ -2,6 +2,8 @@
 //! (spec Incident, States → Incident status and Analysis status).
 
 #[cfg(test)]
+mod previous_tests;
+#[cfg(test)]
 mod split_tests;
 #[cfg(test)]
 mod tests;
@@ -106,6 +108,9 @@ pub enum IncidentCommand {
         incident_id: Uuid,
         user_id: String,
         alert: AlertInfo,
+        /// The incident that held the alert's key before (resolved, merged, or no longer taking
+        /// it): a new firing opens a new incident linked to it rather than reopening it.
+        previous_incident_id: Option<Uuid>,
         at: DateTime<Utc>,
     },
     CorrelateAlert {
@@ -192,6 +197,10 @@ pub enum IncidentEvent {
         /// The incident a user split this one's alert off (absent for an alert's own incident).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         split_from: Option<Uuid>,
+        /// The earlier incident the opening alert's key fired in (absent when none, and from
+        /// events recorded before it was kept).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous_incident_id: Option<Uuid>,
     },
     AlertCorrelated {
         alert: AlertInfo,
@@ -456,10 +465,14 @@ impl Incident {
                 incident_id,
                 user_id,
                 alert,
+                previous_incident_id,
                 at,
             } => {
                 if self.id.is_some() {
                     return Err(IncidentError::AlreadyExists);
+                }
+                if previous_incident_id == Some(incident_id) {
+                    return Err(IncidentError::Invalid("an incident cannot follow itself".into()));
                 }
                 Ok(vec![E::IncidentOpened {
                     incident_id,
@@ -467,6 +480,7 @@ impl Incident {
                     alert,
                     at,
                     split_from: None,
+                    previous_incident_id,
                 }])
             }
             C::OpenSplit {
@@ -485,6 +499,7 @@ impl Incident {
                     alert,
                     at,
                     split_from: Some(source_incident_id),
+                    previous_incident_id: None,
                 }])
             }
             C::SplitOff {

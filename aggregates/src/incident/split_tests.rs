@@ -38,6 +38,7 @@ fn opened() -> IncidentEvent {
         alert: alert(1, "checkout-api"),
         at: at(2),
         split_from: None,
+        previous_incident_id: None,
     }
 }
 
@@ -177,5 +178,6 @@ fn the_new_incident_opens_with_the_alert_and_names_its_source() {
             alert: alert(2, "ledger-db"),
             at: at(10),
             split_from: Some(Uuid::from_u128(1)),
+            previous_incident_id: None,
         }]);
 }

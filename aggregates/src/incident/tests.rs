@@ -40,6 +40,7 @@ fn opened() -> IncidentEvent {
         alert: alert(1, "checkout-api"),
         at: at(2),
         split_from: None,
+        previous_incident_id: None,
     }
 }
 
@@ -112,6 +113,7 @@ fn open_from_an_alert() {
             incident_id: incident_id(),
             user_id: OWNER.into(),
             alert: alert(1, "checkout-api"),
+            previous_incident_id: None,
             at: at(2),
         })
         .then_expect_events(vec![opened()]);
@@ -125,6 +127,7 @@ fn open_twice_is_refused() {
             incident_id: incident_id(),
             user_id: OWNER.into(),
             alert: alert(2, "x"),
+            previous_incident_id: None,
             at: at(3),
         })
         .then_expect_error(IncidentError::AlreadyExists);

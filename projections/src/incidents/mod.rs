@@ -265,6 +265,8 @@ struct Opening<'a> {
     incident_id: &'a Uuid,
     user_id: &'a str,
     alert: &'a AlertInfo,
+    /// The earlier incident the opening alert's key fired in.
+    previous_incident_id: Option<Uuid>,
     opened_at: DateTime<Utc>,
     version: i64,
     updated_at: DateTime<Utc>,
@@ -279,6 +281,7 @@ impl<'a> Opening<'a> {
             user_id,
             alert,
             at,
+            previous_incident_id,
             ..
         } = &opened.payload
         else {
@@ -288,6 +291,7 @@ impl<'a> Opening<'a> {
             incident_id,
             user_id,
             alert,
+            previous_incident_id: *previous_incident_id,
             opened_at: *at,
             version: joined.as_ref().map_or(opened.sequence as i64, |joined| joined.version),
             updated_at: joined.as_ref().map_or(*at, |joined| joined.at),
@@ -463,7 +467,7 @@ impl<'a> RowWrites<'a> {
         crate::renumbered(ROW_WRITES, first - 1)
     }
 
-    /// Binds the 27 parameters of [`RowWrites::ctes`], after those bound before.
+    /// Binds the 28 parameters of [`RowWrites::ctes`], after those bound before.
     pub fn bind<'q>(
         &'q self,
         query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
@@ -539,6 +543,7 @@ impl<'a> RowWrites<'a> {
                     .map(|group| Json(group.evidence()))
                     .collect::<Vec<_>>(),
             )
+            .bind(self.openings.iter().map(|o| o.previous_incident_id).collect::<Vec<_>>())
     }
 }
 
@@ -546,18 +551,19 @@ impl<'a> RowWrites<'a> {
 const ROW_WRITES: &str = "opened AS (
         INSERT INTO incidents (id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
             alert_environment, alert_source_url, alert_metadata, started_at, last_alert_at, created_at, updated_at,
-            correlated_alert_count, affected_services, takes_alerts, version, evidence)
+            correlated_alert_count, affected_services, takes_alerts, version, evidence, previous_incident_id)
         SELECT id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
             alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined,
             ARRAY(SELECT DISTINCT unnest(ARRAY(SELECT jsonb_array_elements_text(services))) ORDER BY 1),
             NOT filled, version,
-            (ARRAY(SELECT DISTINCT k COLLATE \"C\" FROM jsonb_array_elements_text(evidence) AS e(k) ORDER BY 1))[1:4096]
+            (ARRAY(SELECT DISTINCT k COLLATE \"C\" FROM jsonb_array_elements_text(evidence) AS e(k) ORDER BY 1))[1:4096],
+            previous_incident_id
         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
                 $8::text[], $9::text[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
-                $14::timestamptz[], $15::int[], $16::jsonb[], $17::bool[], $18::bigint[], $26::jsonb[])
+                $14::timestamptz[], $15::int[], $16::jsonb[], $17::bool[], $18::bigint[], $26::jsonb[], $28::uuid[])
             AS o(id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
                  alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined, services,
-                 filled, version, evidence)
+                 filled, version, evidence, previous_incident_id)
     ), joined AS (
         UPDATE incidents SET
             correlated_alert_count = correlated_alert_count + u.joined,

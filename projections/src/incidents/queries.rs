@@ -38,13 +38,15 @@ pub struct IncidentRow {
     pub version: i64,
     /// The analysis's verdict (`ledger::Conclusion` as JSON), once it reached one.
     pub analysis_verdict: Option<Json<Value>>,
+    /// The earlier incident its opening alert fired in (resolved or merged since).
+    pub previous_incident_id: Option<Uuid>,
 }
 
 const INCIDENT_COLUMNS: &str = "i.id, i.user_id, i.source_type, i.source_alert_id, i.status, i.severity, i.alert_title,
     i.alert_service, i.alert_environment, i.alert_source_url, i.alert_metadata, i.aurora_status, i.aurora_summary,
     i.aurora_chat_session_id, i.started_at, i.last_alert_at, i.analyzed_at, i.active_tab, i.created_at, i.updated_at,
     i.merged_into_incident_id, target.alert_title AS merged_into_title, i.correlated_alert_count, i.affected_services,
-    i.version, i.analysis_verdict";
+    i.version, i.analysis_verdict, i.previous_incident_id";
 
 /// Spec: at most 100 incidents, newest `started_at` first, merged ones left out.
 pub const INCIDENT_LIST_LIMIT: i64 = 100;
@@ -414,6 +416,7 @@ mod tests {
                 alert: alert(1, "checkout-api"),
                 at: at(1),
                 split_from: None,
+                previous_incident_id: None,
             },
             correlated(3, 2),
             IncidentEvent::IncidentTouched { at: at(3) },
