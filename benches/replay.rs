@@ -18,6 +18,8 @@
 //! (`count(*)` and the length of every payload) and a replay of every projection, and prints
 //! events/s of each and their ratio. The read tables of the seed's tenants, as the live service
 //! wrote them, must come out of every replay with equal checksums; the bench fails otherwise.
+//! With `REPLAY_BENCH_KEEP` set, the database is kept (its URL printed) for another build's
+//! `vigil replay` to be timed on the same store.
 
 use std::{
     str::FromStr,
@@ -312,6 +314,10 @@ async fn main() {
         );
     }
     db.close().await;
+    if std::env::var_os("REPLAY_BENCH_KEEP").is_some() {
+        println!("kept: {url}");
+        return;
+    }
     sqlx::query(&format!(r#"DROP DATABASE "{name}" WITH (FORCE)"#))
         .execute(&mut conn)
         .await

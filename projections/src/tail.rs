@@ -432,12 +432,24 @@ pub async fn replay_in_batches(
 async fn rebuild(tail: &Tail, consumer: &Arc<dyn EventConsumer>, last: (i64, i64)) -> Result<u64, ProjectionError> {
     tail.reset_checkpoint().await?;
     consumer.reset().await?;
+    let total: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM events WHERE aggregate_type = $1{}",
+        tail.selection()
+    ))
+    .bind(consumer.aggregate_type())
+    .fetch_one(&tail.pool)
+    .await?;
+    let mut progress = Progress::new(consumer.name(), total as u64);
     let deadline = tokio::time::Instant::now() + REPLAY_PATIENCE;
-    let mut handed_over = 0;
+    let mut conn = tail.pool.acquire().await?;
     loop {
-        handed_over += tail.read_available().await?;
+        let batch = tail.read_batch(&mut conn).await?;
+        progress.advance(batch.handed_over);
+        if batch.full {
+            continue;
+        }
         if tail.has_read_through(last).await? {
-            return Ok(handed_over);
+            return Ok(progress.done());
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(ProjectionError::Stalled {
@@ -446,6 +458,64 @@ async fn rebuild(tail: &Tail, consumer: &Arc<dyn EventConsumer>, last: (i64, i64
             });
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A replay's progress, logged every few seconds: events handed over, the share of those the
+/// replay found at its start, the rate and the time left at that rate.
+struct Progress {
+    consumer: &'static str,
+    total: u64,
+    handed_over: u64,
+    started: std::time::Instant,
+    reported: std::time::Instant,
+}
+
+impl Progress {
+    const EVERY: Duration = Duration::from_secs(5);
+
+    fn new(consumer: &'static str, total: u64) -> Self {
+        tracing::info!(consumer, events = total, "replay started");
+        let now = std::time::Instant::now();
+        Self {
+            consumer,
+            total,
+            handed_over: 0,
+            started: now,
+            reported: now,
+        }
+    }
+
+    fn advance(&mut self, events: u64) {
+        self.handed_over += events;
+        if self.reported.elapsed() < Self::EVERY {
+            return;
+        }
+        self.reported = std::time::Instant::now();
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let rate = self.handed_over as f64 / elapsed.max(f64::EPSILON);
+        let left = self.total.saturating_sub(self.handed_over) as f64 / rate.max(f64::EPSILON);
+        tracing::info!(
+            consumer = self.consumer,
+            events = self.handed_over,
+            of = self.total,
+            percent = format!("{:.1}", self.handed_over as f64 * 100.0 / self.total.max(1) as f64),
+            events_per_second = rate as u64,
+            eta_seconds = left.ceil() as u64,
+            "replaying"
+        );
+    }
+
+    fn done(&self) -> u64 {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        tracing::info!(
+            consumer = self.consumer,
+            events = self.handed_over,
+            seconds = format!("{elapsed:.1}"),
+            events_per_second = (self.handed_over as f64 / elapsed.max(f64::EPSILON)) as u64,
+            "replay done"
+        );
+        self.handed_over
     }
 }
 
