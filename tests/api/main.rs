@@ -15,6 +15,7 @@ mod incidents;
 mod ingestion;
 mod jobs;
 mod openapi;
+mod openapi_validity;
 mod placement;
 mod postmortems;
 mod projections;
