@@ -7,7 +7,7 @@ export CARGO_TERM_COLOR ?= never
 # Tests use Redis when it answers here; the service uses it only when REDIS_URL is set.
 TEST_REDIS_URL ?= redis://127.0.0.1:6379
 
-.PHONY: run test lint bench build
+.PHONY: run test lint bench build schemathesis
 
 build:
 	cargo build --workspace --all-targets
@@ -16,7 +16,8 @@ build:
 run:
 	DATABASE_URL="$$(scripts/ensure-postgres.sh vigil)" cargo run --bin vigil -- serve
 
-## Run every test against real PostgreSQL (one fresh database per test) and Redis.
+## Run every test against real PostgreSQL (one fresh database per test) and Redis, then fuzz the
+## API against its OpenAPI document (`make schemathesis`, under a minute).
 test:
 	export DATABASE_URL="$$(scripts/ensure-postgres.sh postgres)"; \
 	if redis_reachable=$$(timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/6379' 2>/dev/null && echo yes); then \
@@ -26,7 +27,8 @@ test:
 	  cargo nextest run --workspace --no-fail-fast; \
 	else \
 	  cargo test --workspace --no-fail-fast; \
-	fi
+	fi; \
+	scripts/schemathesis.sh
 
 lint:
 	cargo fmt --all --check
@@ -35,3 +37,8 @@ lint:
 ## Benchmarks (release build): criterion benches and the HTTP load scripts in benches/.
 bench:
 	DATABASE_URL="$$(scripts/ensure-postgres.sh postgres)" cargo bench --workspace
+
+## Fuzz the HTTP API against its OpenAPI document: Schemathesis, every check, 20 examples per
+## operation, against a service started for it. See scripts/schemathesis.sh.
+schemathesis:
+	scripts/schemathesis.sh

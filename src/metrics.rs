@@ -201,7 +201,7 @@ fn registered<M: Collector + Clone + 'static>(registry: &Registry, metric: M) ->
 }
 
 /// Prometheus text exposition of the HTTP metrics.
-#[utoipa::path(get, path = "/metrics", tag = "operations",
+#[utoipa::path(get, path = "/metrics", operation_id = "getMetrics", tag = "operations",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub async fn metrics_handler(State(state): State<AppState>) -> impl IntoResponse {
     (

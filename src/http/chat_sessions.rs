@@ -32,14 +32,38 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(utoipa::ToSchema)]
 #[allow(dead_code)]
 struct MessageSchema {
-    /// `user` or `assistant`.
+    #[schema(value_type = SenderSchema)]
     sender: String,
+    /// Empty when absent.
+    #[schema(required = false)]
     text: String,
     timestamp: Option<String>,
     /// `displayData` (data URL), `type` (MIME), `data` (base64), `name` (`image_<n>.<ext>`).
     images: Option<Vec<Value>>,
-    /// Assistant only: `tool_name`, `input`, `output`.
-    tool_calls: Option<Vec<Value>>,
+    /// Assistant only.
+    tool_calls: Option<Vec<ToolCallSchema>>,
+}
+
+/// Who wrote a message.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum SenderSchema {
+    User,
+    Assistant,
+}
+
+/// A tool the assistant ran. Other fields a client sends are kept as sent.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct ToolCallSchema {
+    tool_name: String,
+    /// Any JSON; `null` when absent.
+    #[schema(required = false)]
+    input: Value,
+    /// Empty when absent.
+    #[schema(required = false)]
+    output: String,
 }
 
 /// Every field is optional; an empty body is `{}`.
@@ -47,8 +71,9 @@ struct MessageSchema {
 pub struct CreateSessionRequest {
     /// Generated from the first user message when absent or blank.
     title: Option<String>,
+    /// Empty when absent or `null`.
     #[serde(default)]
-    #[schema(value_type = Vec<MessageSchema>)]
+    #[schema(value_type = Option<Vec<MessageSchema>>)]
     messages: Option<Vec<Message>>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
@@ -132,7 +157,8 @@ pub struct BulkDeletedResponse {
 
 #[derive(Deserialize, utoipa::IntoParams)]
 pub struct BulkDeleteQuery {
-    /// Session to keep.
+    /// Session to keep: a UUID (blank is none).
+    #[param(pattern = r"^([\t\n\r ]*|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$")]
     current_session_id: Option<String>,
 }
 
@@ -148,7 +174,7 @@ async fn load(state: &AppState, user: &AuthUser, id: Uuid) -> Result<ChatSession
 }
 
 /// The user's active sessions, most recently updated first.
-#[utoipa::path(get, path = "/chat_api/sessions", tag = "chat sessions", security(("user_id" = []), ("session_cookie" = [])),
+#[utoipa::path(get, path = "/chat_api/sessions", operation_id = "listChatSessions", tag = "chat sessions", security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SessionList), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody)))]
 async fn list_sessions(State(state): State<AppState>, user: AuthUser) -> Result<Json<SessionList>, AppError> {
     let rows = read::list_active(&state.db, &user.id).await?;
@@ -168,7 +194,7 @@ async fn list_sessions(State(state): State<AppState>, user: AuthUser) -> Result<
 }
 
 /// Start a session. Without a title, one is generated from the first user message.
-#[utoipa::path(post, path = "/chat_api/sessions", tag = "chat sessions", request_body = Option<CreateSessionRequest>,
+#[utoipa::path(post, path = "/chat_api/sessions", operation_id = "createChatSession", tag = "chat sessions", request_body = Option<CreateSessionRequest>,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 201, body = SessionResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn create_session(
@@ -197,7 +223,7 @@ async fn create_session(
 }
 
 /// One session with its full messages; inline data-URL images are split into `images`.
-#[utoipa::path(get, path = "/chat_api/sessions/{session_id}", tag = "chat sessions",
+#[utoipa::path(get, path = "/chat_api/sessions/{session_id}", operation_id = "getChatSession", tag = "chat sessions",
     params(("session_id" = Uuid, Path)), security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SessionResponse), (status = 401, body = ErrorBody),
         (status = 404, description = "unknown, deleted or another user's session", body = ErrorBody)))]
@@ -212,7 +238,7 @@ async fn get_session(
 
 /// Change the provided fields; `updated_at` always moves. A session titled `New Chat` updated
 /// without a title gets one generated from its messages.
-#[utoipa::path(put, path = "/chat_api/sessions/{session_id}", tag = "chat sessions", request_body = Option<UpdateSessionRequest>,
+#[utoipa::path(put, path = "/chat_api/sessions/{session_id}", operation_id = "updateChatSession", tag = "chat sessions", request_body = Option<UpdateSessionRequest>,
     params(("session_id" = Uuid, Path)), security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SessionResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, description = "the session is completed or cancelled", body = ErrorBody),
@@ -242,7 +268,7 @@ async fn update_session(
 }
 
 /// Soft delete: the session disappears from every read, and its storage folder is removed.
-#[utoipa::path(delete, path = "/chat_api/sessions/{session_id}", tag = "chat sessions",
+#[utoipa::path(delete, path = "/chat_api/sessions/{session_id}", operation_id = "deleteChatSession", tag = "chat sessions",
     params(("session_id" = Uuid, Path)), security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = DeletedResponse), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn delete_session(
@@ -261,7 +287,7 @@ async fn delete_session(
 const BULK_DELETES_AT_ONCE: usize = 8;
 
 /// Delete every session of the user except `current_session_id`.
-#[utoipa::path(delete, path = "/chat_api/sessions/bulk-delete", tag = "chat sessions", params(BulkDeleteQuery),
+#[utoipa::path(delete, path = "/chat_api/sessions/bulk-delete", operation_id = "bulkDeleteChatSessions", tag = "chat sessions", params(BulkDeleteQuery),
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = BulkDeletedResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn bulk_delete_sessions(

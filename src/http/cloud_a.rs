@@ -50,6 +50,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct LoginRequest {
     /// Must be the authenticated user.
     #[serde(rename = "userId")]
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     pub(super) user_id: String,
 }
 
@@ -126,7 +127,7 @@ fn client(state: &AppState) -> Result<&CloudAClient, AppError> {
 }
 
 /// Start connecting cloud_a: the URL of the consent screen.
-#[utoipa::path(post, path = "/cloud_a/login", tag = "cloud connections", request_body = LoginRequest,
+#[utoipa::path(post, path = "/cloud_a/login", operation_id = "cloudALogin", tag = "cloud connections", request_body = LoginRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = LoginResponse),
         (status = 400, description = "userId missing or blank", body = ErrorBody), (status = 401, body = ErrorBody),
@@ -154,10 +155,10 @@ async fn login(
 }
 
 /// Same as `POST /cloud_a/login`.
-#[utoipa::path(post, path = "/login", tag = "cloud connections", request_body = LoginRequest,
+#[utoipa::path(post, path = "/login", operation_id = "cloudALoginAlias", tag = "cloud connections", request_body = LoginRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = LoginResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 503, body = ErrorBody)))]
+        (status = 403, description = "userId is not the caller", body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn login_alias(
     state: State<AppState>,
     user: AuthUser,
@@ -170,7 +171,7 @@ async fn login_alias(
 /// `<FRONTEND_URL>/connections?provider=cloud_a&status=pending&task_id=<id>` (setup running), or
 /// on a provider error to `...&status=error&code=<code>`. A missing, forged, expired or reused
 /// state is refused with 400 and no redirect.
-#[utoipa::path(get, path = "/cloud_a/callback", tag = "cloud connections", params(CallbackQuery),
+#[utoipa::path(get, path = "/cloud_a/callback", operation_id = "cloudACallback", tag = "cloud connections", params(CallbackQuery),
     responses((status = 303, description = "to the frontend"), (status = 400, body = ErrorBody)))]
 async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQuery>) -> Result<Response, AppError> {
     let connectors = &state.connections;
@@ -244,7 +245,7 @@ pub(super) async fn exchange_callback(
 }
 
 /// Same as `GET /cloud_a/callback`.
-#[utoipa::path(get, path = "/callback", tag = "cloud connections", params(CallbackQuery),
+#[utoipa::path(get, path = "/callback", operation_id = "cloudACallbackAlias", tag = "cloud connections", params(CallbackQuery),
     responses((status = 303, description = "to the frontend"), (status = 400, body = ErrorBody)))]
 async fn callback_alias(state: State<AppState>, query: Query<CallbackQuery>) -> Result<Response, AppError> {
     callback(state, query).await
@@ -296,7 +297,7 @@ pub(super) fn redirect_to_frontend(
 /// Progress of the post-auth setup started by the callback (`task_id` from its redirect). As in
 /// a task queue, an id it does not know (or another user's task) reads as `PENDING`, exactly like
 /// a task waiting to start.
-#[utoipa::path(get, path = "/cloud_a/setup/status/{task_id}", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_a/setup/status/{task_id}", operation_id = "cloudASetupStatus", tag = "cloud connections",
     params(("task_id" = String, Path)), security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SetupStatus), (status = 401, body = ErrorBody)))]
 async fn setup_status(
@@ -373,7 +374,7 @@ async fn setup_status(
 
 /// Whether cloud_a is connected. Checks the credentials: an access token expiring within five
 /// minutes is refreshed, and billing is read live for the connected project.
-#[utoipa::path(get, path = "/cloud_a/status", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_a/status", operation_id = "cloudAStatus", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = CloudAStatus), (status = 401, body = ErrorBody),
         (status = 502, description = "cloud_a unreachable; retry", body = ErrorBody),
@@ -450,7 +451,7 @@ pub(super) fn oauth_error(provider: Provider, error: CloudAError) -> AppError {
 }
 
 /// Disconnect cloud_a and delete its stored credentials.
-#[utoipa::path(post, path = "/api/cloud_a/force-disconnect", tag = "cloud connections",
+#[utoipa::path(post, path = "/api/cloud_a/force-disconnect", operation_id = "cloudAForceDisconnect", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SuccessMessage), (status = 401, body = ErrorBody)))]
 async fn force_disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Json<SuccessMessage>, AppError> {

@@ -42,10 +42,12 @@ pub struct ExternalIdResponse {
 pub struct AuthRequest {
     /// Must be the authenticated user.
     #[serde(rename = "userId")]
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     user_id: String,
     /// `arn:aws:iam::<12-digit account id>:role/<role name>`.
     role_arn: String,
     /// Must be the caller's external ID (`GET /cloud_b/external-id`).
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     external_id: String,
     /// Role used in Ask (read-only) mode.
     read_only_role_arn: Option<String>,
@@ -79,7 +81,7 @@ pub struct CloudBStatus {
 }
 
 /// The caller's external ID, to put in the role's trust policy before connecting.
-#[utoipa::path(get, path = "/cloud_b/external-id", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_b/external-id", operation_id = "cloudBExternalId", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = ExternalIdResponse), (status = 401, body = ErrorBody)))]
 async fn external_id(State(state): State<AppState>, user: AuthUser) -> Json<ExternalIdResponse> {
@@ -90,7 +92,7 @@ async fn external_id(State(state): State<AppState>, user: AuthUser) -> Json<Exte
 
 /// Connect a role: validates the ARN and the external ID, assumes the role, stores it. Failures
 /// answer in the spec's shape too: `status: "error"` and `message`, beside `error` and `code`.
-#[utoipa::path(post, path = "/cloud_b/auth", tag = "cloud connections", request_body = AuthRequest,
+#[utoipa::path(post, path = "/cloud_b/auth", operation_id = "cloudBAuth", tag = "cloud connections", request_body = AuthRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = AuthResponse),
         (status = 400, description = "missing field or blank userId, bad ARN, wrong external ID, or the role refused to be assumed",
@@ -161,7 +163,7 @@ async fn connect_role(state: &AppState, user: &AuthUser, request: AuthRequest) -
 /// Whether usable credentials are stored (assuming the role again if they expired): none while
 /// the role's account is not connected. No credential value is returned. Failures carry
 /// `status: "error"` and `message` too.
-#[utoipa::path(get, path = "/cloud_b/get-credentials", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_b/get-credentials", operation_id = "cloudBGetCredentials", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = CredentialsResponse),
         (status = 400, description = "the stored role can no longer be assumed", body = StatusErrorBody),
@@ -191,7 +193,7 @@ async fn get_credentials(
 }
 
 /// Whether cloud_b is connected, with the role's ARN and account.
-#[utoipa::path(get, path = "/cloud_b/status", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_b/status", operation_id = "cloudBStatus", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = CloudBStatus), (status = 401, body = ErrorBody)))]
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudBStatus>, AppError> {

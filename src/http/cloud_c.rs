@@ -31,12 +31,24 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[schema(as = CloudCLoginRequest)]
 pub struct LoginRequest {
     /// Must be the authenticated user.
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     user_id: String,
+    #[schema(
+        max_length = 255,
+        pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+    )]
     tenant_id: String,
+    #[schema(
+        max_length = 255,
+        pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+    )]
     client_id: String,
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     client_secret: String,
     /// The first enabled subscription when absent.
+    #[schema(max_length = 255)]
     subscription_id: Option<String>,
+    #[schema(max_length = 255)]
     subscription_name: Option<String>,
     /// A read-only principal for Ask mode.
     read_only_credentials: Option<ReadOnlyCredentials>,
@@ -45,7 +57,9 @@ pub struct LoginRequest {
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadOnlyCredentials {
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     client_id: String,
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     client_secret: String,
 }
 
@@ -66,7 +80,7 @@ pub struct CloudCStatus {
 }
 
 /// Connect a service principal and one of its subscriptions.
-#[utoipa::path(post, path = "/cloud_c/login", tag = "cloud connections", request_body = LoginRequest,
+#[utoipa::path(post, path = "/cloud_c/login", operation_id = "cloudCLogin", tag = "cloud connections", request_body = LoginRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = LoginResponse),
         (status = 400, description = "a required field missing or blank (userId included), invalid tenant or credentials, or no usable subscription", body = ErrorBody),
@@ -166,7 +180,7 @@ fn azure_error(error: AzureError) -> AppError {
 /// Whether cloud_c is connected, with the connected subscription. A connected principal is
 /// checked live (a token is requested with the stored credentials); one the provider refuses
 /// puts the connections in `error` (reconnection needed).
-#[utoipa::path(get, path = "/cloud_c/status", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_c/status", operation_id = "cloudCStatus", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = CloudCStatus), (status = 401, body = ErrorBody),
         (status = 502, description = "cloud_c could not be reached to check the credentials", body = ErrorBody)))]

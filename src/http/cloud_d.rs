@@ -31,8 +31,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[schema(as = CloudDConnectRequest)]
 pub struct ConnectRequest {
     /// `SCW` followed by 17 uppercase letters or digits.
+    #[schema(pattern = "^SCW[A-Z0-9]{17}$")]
     access_key: String,
     /// A UUID.
+    #[schema(format = Uuid)]
     secret_key: String,
     /// Detected from the key when absent.
     organization_id: Option<String>,
@@ -84,7 +86,7 @@ pub struct CloudDStatus {
 }
 
 /// Connect a key pair: detects the organization and the project with live calls.
-#[utoipa::path(post, path = "/cloud_d_api/cloud_d/connect", tag = "cloud connections", request_body = ConnectRequest,
+#[utoipa::path(post, path = "/cloud_d_api/cloud_d/connect", operation_id = "cloudDConnect", tag = "cloud connections", request_body = ConnectRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = ConnectResponse),
         (status = 400, description = "malformed or rejected keys, unknown project", body = ErrorBody),
@@ -188,7 +190,7 @@ async fn stored(state: &AppState, user_id: &str) -> Result<Option<(SecretKey, St
 }
 
 /// The organization's projects, listed live.
-#[utoipa::path(get, path = "/cloud_d_api/cloud_d/projects", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_d_api/cloud_d/projects", operation_id = "cloudDProjects", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = ProjectList), (status = 401, body = ErrorBody),
         (status = 404, description = "cloud_d is not connected", body = ErrorBody), (status = 502, body = ErrorBody)))]
@@ -208,7 +210,7 @@ async fn projects(State(state): State<AppState>, user: AuthUser) -> Result<Json<
 }
 
 /// Disconnect cloud_d and delete its stored keys.
-#[utoipa::path(post, path = "/cloud_d_api/cloud_d/disconnect", tag = "cloud connections",
+#[utoipa::path(post, path = "/cloud_d_api/cloud_d/disconnect", operation_id = "cloudDDisconnect", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SuccessMessage), (status = 401, body = ErrorBody)))]
 async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Json<SuccessMessage>, AppError> {
@@ -216,7 +218,7 @@ async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Jso
 }
 
 /// Whether cloud_d is connected and its stored keys still work (a live call).
-#[utoipa::path(get, path = "/cloud_d_api/cloud_d/status", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_d_api/cloud_d/status", operation_id = "cloudDStatus", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = CloudDStatus), (status = 401, body = ErrorBody), (status = 502, body = ErrorBody)))]
 async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<CloudDStatus>, AppError> {

@@ -50,7 +50,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(rename_all = "camelCase")]
 #[schema(as = CloudEConnectRequest)]
 pub struct ConnectRequest {
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     client_id: String,
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     client_secret: String,
     /// The client's default network when absent (or `default`).
     network: Option<String>,
@@ -101,7 +103,7 @@ pub struct RefreshResponse {
 }
 
 /// Connect a network: token, device listing, SSH key pair and a reusable auth key.
-#[utoipa::path(post, path = "/cloud_e_api/cloud_e/connect", tag = "cloud connections", request_body = ConnectRequest,
+#[utoipa::path(post, path = "/cloud_e_api/cloud_e/connect", operation_id = "cloudEConnect", tag = "cloud connections", request_body = ConnectRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = ConnectResponse),
         (status = 400, description = "rejected client credentials or unknown network", body = ErrorBody),
@@ -206,7 +208,7 @@ async fn connected_record(state: &AppState, user_id: &str) -> Result<conn::Token
 }
 
 /// How to let the agent log in to the network's machines over SSH.
-#[utoipa::path(get, path = "/cloud_e_api/cloud_e/ssh-setup", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_e_api/cloud_e/ssh-setup", operation_id = "cloudESshSetup", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SshSetupResponse), (status = 401, body = ErrorBody),
         (status = 404, description = "cloud_e is not connected", body = ErrorBody)))]
@@ -225,7 +227,7 @@ async fn ssh_setup_info(State(state): State<AppState>, user: AuthUser) -> Result
 }
 
 /// Disconnect cloud_e and delete its stored credentials and keys.
-#[utoipa::path(post, path = "/cloud_e_api/cloud_e/disconnect", tag = "cloud connections",
+#[utoipa::path(post, path = "/cloud_e_api/cloud_e/disconnect", operation_id = "cloudEDisconnect", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SuccessMessage), (status = 401, body = ErrorBody)))]
 async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Json<SuccessMessage>, AppError> {
@@ -236,7 +238,7 @@ async fn disconnect(State(state): State<AppState>, user: AuthUser) -> Result<Jso
 /// network's devices are listed with the stored token (and, when that token is refused, a new one
 /// is asked for with the client credentials); credentials the provider refuses put the
 /// connection in `error` (reconnection needed).
-#[utoipa::path(get, path = "/cloud_e_api/cloud_e/status", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_e_api/cloud_e/status", operation_id = "cloudEStatus", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = CloudEStatus), (status = 401, body = ErrorBody),
         (status = 502, description = "cloud_e could not be reached to check the credentials", body = ErrorBody)))]
@@ -287,7 +289,7 @@ async fn credentials_still_work(state: &AppState, user_id: &str) -> Result<bool,
 }
 
 /// Get a new access token with the stored client credentials now. No request body.
-#[utoipa::path(post, path = "/cloud_e_api/cloud_e/refresh-token", tag = "cloud connections",
+#[utoipa::path(post, path = "/cloud_e_api/cloud_e/refresh-token", operation_id = "cloudERefreshToken", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = RefreshResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, description = "cloud_e is not connected", body = ErrorBody), (status = 502, body = ErrorBody)))]

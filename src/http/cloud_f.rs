@@ -83,7 +83,7 @@ fn client(state: &AppState) -> Result<&CloudAClient, AppError> {
 }
 
 /// Start connecting cloud_f: the URL of its consent screen, asking for `CLOUD_F_SCOPES`.
-#[utoipa::path(post, path = "/cloud_f/login", tag = "cloud connections", request_body = LoginRequest,
+#[utoipa::path(post, path = "/cloud_f/login", operation_id = "cloudFLogin", tag = "cloud connections", request_body = LoginRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = LoginResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, description = "userId is not the caller", body = ErrorBody),
@@ -107,7 +107,7 @@ async fn login(
 /// `<FRONTEND_URL>/connections?provider=cloud_f&status=connected` once the tokens are stored, or
 /// on a provider error to `...&status=error&code=<code>`. A missing, forged (or cloud_a's),
 /// expired or reused state is refused with 400 and no redirect.
-#[utoipa::path(get, path = "/cloud_f/callback", tag = "cloud connections", params(CallbackQuery),
+#[utoipa::path(get, path = "/cloud_f/callback", operation_id = "cloudFCallback", tag = "cloud connections", params(CallbackQuery),
     responses((status = 303, description = "to the frontend"), (status = 400, body = ErrorBody),
         (status = 404, description = "cloud_f is not enabled", body = ErrorBody)))]
 async fn callback(
@@ -142,7 +142,7 @@ async fn callback(
 }
 
 /// Whether cloud_f is connected; an access token expiring within five minutes is refreshed.
-#[utoipa::path(get, path = "/cloud_f/status", tag = "cloud connections",
+#[utoipa::path(get, path = "/cloud_f/status", operation_id = "cloudFStatus", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = CloudFStatus), (status = 401, body = ErrorBody),
         (status = 404, description = "cloud_f is not enabled", body = ErrorBody),
@@ -186,7 +186,7 @@ async fn status(_: Enabled, State(state): State<AppState>, user: AuthUser) -> Re
 }
 
 /// Disconnect cloud_f and delete its stored credentials.
-#[utoipa::path(post, path = "/cloud_f/disconnect", tag = "cloud connections",
+#[utoipa::path(post, path = "/cloud_f/disconnect", operation_id = "cloudFDisconnect", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = SuccessMessage), (status = 401, body = ErrorBody),
         (status = 404, description = "cloud_f is not enabled", body = ErrorBody)))]

@@ -50,7 +50,10 @@ impl From<ConnectionRow> for ConnectionItem {
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct DisconnectRequest {
     /// One of cloud_a, cloud_b, cloud_c, cloud_d, cloud_e (cloud_f when enabled).
+    #[schema(pattern = "^cloud_[a-e]$")]
     provider: String,
+    /// Not blank.
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     account_id: String,
 }
 
@@ -61,7 +64,7 @@ pub struct DisconnectedResponse {
 }
 
 /// The caller's connections, by provider then account (cloud_f only when enabled).
-#[utoipa::path(get, path = "/api/user_connections", tag = "cloud connections",
+#[utoipa::path(get, path = "/api/user_connections", operation_id = "listUserConnections", tag = "cloud connections",
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = Vec<ConnectionItem>), (status = 401, body = ErrorBody)))]
 async fn list_connections(
@@ -82,7 +85,7 @@ async fn list_connections(
 /// Marks one connection `not_connected`. The stored credentials are kept, so reconnecting needs
 /// no new authentication; the provider's own disconnect endpoint deletes them. Idempotent: an
 /// account that is not connected (or never was) gets the same answer.
-#[utoipa::path(delete, path = "/api/user_connections", tag = "cloud connections", request_body = DisconnectRequest,
+#[utoipa::path(delete, path = "/api/user_connections", operation_id = "disconnectUserConnection", tag = "cloud connections", request_body = DisconnectRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, description = "the account is not connected (now or already)", body = DisconnectedResponse),
         (status = 400, description = "missing or unknown provider, or missing account_id", body = ErrorBody),

@@ -48,7 +48,7 @@ struct ReadinessChecks {
 }
 
 /// State of the service and each dependency; 503 when any check is unhealthy.
-#[utoipa::path(get, path = "/health", tag = "health", responses(
+#[utoipa::path(get, path = "/health", operation_id = "getHealth", tag = "health", responses(
     (status = 200, description = "healthy or degraded", body = HealthReport),
     (status = 503, description = "a check is unhealthy", body = HealthReport)))]
 async fn health(State(state): State<AppState>) -> (StatusCode, Json<HealthReport>) {
@@ -76,7 +76,7 @@ struct Liveness {
 }
 
 /// The process responds.
-#[utoipa::path(get, path = "/health/liveness", tag = "health",
+#[utoipa::path(get, path = "/health/liveness", operation_id = "getLiveness", tag = "health",
     responses((status = 200, body = Liveness)))]
 async fn liveness() -> Json<Liveness> {
     Json(Liveness { status: "alive" })
@@ -91,7 +91,7 @@ struct Readiness {
 }
 
 /// Ready to serve: database and cache both healthy.
-#[utoipa::path(get, path = "/health/readiness", tag = "health", responses(
+#[utoipa::path(get, path = "/health/readiness", operation_id = "getReadiness", tag = "health", responses(
     (status = 200, description = "ready", body = Readiness),
     (status = 503, description = "database or cache unhealthy", body = Readiness)))]
 async fn readiness(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {

@@ -27,10 +27,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct IncidentQuestion {
+    /// Not blank.
+    #[schema(pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     question: String,
     /// `agent` (default) or `ask` (read-only). A background answer cannot wait for a
     /// confirmation, so commands that change infrastructure are declined in either mode.
     #[serde(default)]
+    #[schema(pattern = "^(agent|ask)?$")]
     mode: Option<String>,
 }
 
@@ -38,6 +41,8 @@ pub struct IncidentQuestion {
 #[into_params(parameter_in = Query)]
 pub struct SessionParam {
     /// Continue this chat session (one of the caller's) instead of starting a new one.
+    /// A UUID (blank is none).
+    #[param(pattern = r"^([\t\n\r ]*|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$")]
     session_id: Option<String>,
 }
 
@@ -51,8 +56,8 @@ pub struct Accepted {
 
 /// Asks the agent about an incident. The answer is appended to the chat session, which is
 /// `in_progress` while the job runs and `completed` after (`active` again if the model failed).
-#[utoipa::path(post, path = "/api/incidents/{id}/chat", tag = "incidents",
-    params(("id" = String, Path, description = "incident UUID"), SessionParam),
+#[utoipa::path(post, path = "/api/incidents/{id}/chat", operation_id = "askAboutIncident", tag = "incidents",
+    params(("id" = Uuid, Path, description = "incident UUID"), SessionParam),
     request_body = IncidentQuestion,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 202, body = Accepted),

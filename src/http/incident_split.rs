@@ -24,6 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(rename_all = "camelCase")]
 pub struct SplitRequest {
     /// The `id` of one of the incident's `correlatedAlerts` (as the detail shows it).
+    #[schema(format = Uuid)]
     alert_id: String,
 }
 
@@ -45,7 +46,7 @@ pub struct SplitResponse {
 /// the split counts against the learned topology edge between the alert's service and those that
 /// stayed. The alert that opened the incident cannot be split off (it is the incident's title and
 /// start): split the others off instead.
-#[utoipa::path(post, path = "/api/incidents/{incident_id}/split", tag = "incidents",
+#[utoipa::path(post, path = "/api/incidents/{incident_id}/split", operation_id = "splitIncidentAlert", tag = "incidents",
     params(("incident_id" = Uuid, Path)), request_body = SplitRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 201, description = "the new incident", body = SplitResponse),

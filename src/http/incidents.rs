@@ -404,6 +404,7 @@ pub struct IncidentEvents {
 #[derive(serde::Deserialize, utoipa::IntoParams)]
 pub struct AsOfQuery {
     /// ISO 8601 time: show the incident as it stood then.
+    #[param(format = DateTime)]
     as_of: Option<String>,
 }
 
@@ -424,7 +425,7 @@ pub(super) async fn owned(state: &AppState, user: &IncidentUser, id: Uuid) -> Re
 }
 
 /// The user's incidents: at most 100, newest `startedAt` first, merged ones left out.
-#[utoipa::path(get, path = "/api/incidents", tag = "incidents", security(("user_id" = []), ("session_cookie" = [])),
+#[utoipa::path(get, path = "/api/incidents", operation_id = "listIncidents", tag = "incidents", security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = IncidentList), (status = 400, description = "no user identity", body = ErrorBody)))]
 async fn list_incidents(State(state): State<AppState>, user: IncidentUser) -> Result<Json<IncidentList>, AppError> {
     let incidents = read::list_incidents(&state.db, &user.id)
@@ -438,7 +439,7 @@ async fn list_incidents(State(state): State<AppState>, user: IncidentUser) -> Re
 /// One incident with its suggestions, thoughts (chronological), citations (numeric keys, in key
 /// order), correlated alerts and active chat sessions. With `as_of`, the incident and its chat
 /// sessions as they stood at that time (their events up to then, projected afresh).
-#[utoipa::path(get, path = "/api/incidents/{incident_id}", tag = "incidents", params(("incident_id" = Uuid, Path), AsOfQuery),
+#[utoipa::path(get, path = "/api/incidents/{incident_id}", operation_id = "getIncident", tag = "incidents", params(("incident_id" = Uuid, Path), AsOfQuery),
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = IncidentDetailResponse),
         (status = 400, description = "no user identity, or the id is not a UUID", body = ErrorBody),
@@ -649,7 +650,7 @@ wire_names_schemas! {
 /// Change status, auroraStatus, summary (at most 10,000 characters) or activeTab. Setting
 /// `resolved` (from another status) starts postmortem generation; `analyzed`/`resolved` stamp
 /// `analyzedAt` once. `updatedAt` moves on every PATCH.
-#[utoipa::path(patch, path = "/api/incidents/{incident_id}", tag = "incidents", params(("incident_id" = Uuid, Path)),
+#[utoipa::path(patch, path = "/api/incidents/{incident_id}", operation_id = "patchIncident", tag = "incidents", params(("incident_id" = Uuid, Path)),
     request_body(content = IncidentPatch, description = "status, auroraStatus, summary, activeTab (all optional, at least one)"),
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = PatchResponse),
@@ -690,13 +691,14 @@ async fn patch_incident(
 #[serde(rename_all = "camelCase")]
 pub struct MergeRequest {
     /// The incident to merge into the target.
+    #[schema(format = Uuid)]
     source_incident_id: String,
 }
 
 /// Merge the source incident into the target: the source becomes `merged` (left out of the list,
 /// `mergedIntoIncidentId` set), its alerts become the target's correlated alerts (strategy
 /// `manual`, score 1.0).
-#[utoipa::path(post, path = "/api/incidents/{target_incident_id}/merge-alert", tag = "incidents",
+#[utoipa::path(post, path = "/api/incidents/{target_incident_id}/merge-alert", operation_id = "mergeIncidentAlert", tag = "incidents",
     params(("target_incident_id" = Uuid, Path)), request_body = MergeRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = MergeResponse),
@@ -734,7 +736,7 @@ async fn merge_alert(
 }
 
 /// The incident's full event history, oldest first, for auditors.
-#[utoipa::path(get, path = "/api/incidents/{incident_id}/events", tag = "incidents", params(("incident_id" = Uuid, Path)),
+#[utoipa::path(get, path = "/api/incidents/{incident_id}/events", operation_id = "listIncidentEvents", tag = "incidents", params(("incident_id" = Uuid, Path)),
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = IncidentEvents), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn incident_events(

@@ -87,9 +87,9 @@ async fn ingest(
 }
 
 macro_rules! ingestion_endpoint {
-    ($name:ident, $source:expr, $path:literal, $what:literal) => {
+    ($name:ident, $operation_id:literal, $source:expr, $path:literal, $what:literal) => {
         #[doc = concat!("Receive a ", $what, " notification. Several alerts in one notification are placed one by one.")]
-        #[utoipa::path(post, path = $path, tag = "alert ingestion", request_body(content = Object, description = $what),
+        #[utoipa::path(post, path = $path, operation_id = $operation_id, tag = "alert ingestion", request_body(content = Object, description = $what),
             security(("user_id" = []), ("session_cookie" = []), ("ingestion_token" = [])),
             responses((status = 202, body = IngestResponse),
                 (status = 400, description = "malformed JSON, or a payload missing what the source needs", body = ErrorBody),
@@ -107,54 +107,63 @@ macro_rules! ingestion_endpoint {
 
 ingestion_endpoint!(
     ingest_source_a,
+    "ingestSourceA",
     Source::SourceA,
     "/api/source_a/alerts",
     "source_a (alerting rules)"
 );
 ingestion_endpoint!(
     ingest_source_b,
+    "ingestSourceB",
     Source::SourceB,
     "/api/source_b/webhook",
     "source_b (paging tool)"
 );
 ingestion_endpoint!(
     ingest_source_c,
+    "ingestSourceC",
     Source::SourceC,
     "/api/source_c/alerts",
     "source_c (host monitoring)"
 );
 ingestion_endpoint!(
     ingest_source_d,
+    "ingestSourceD",
     Source::SourceD,
     "/api/source_d/webhook",
     "source_d (metrics monitor)"
 );
 ingestion_endpoint!(
     ingest_source_e,
+    "ingestSourceE",
     Source::SourceE,
     "/api/source_e/alerts",
     "source_e (log search alert)"
 );
 ingestion_endpoint!(
     ingest_source_f,
+    "ingestSourceF",
     Source::SourceF,
     "/api/source_f/deployment",
     "source_f (CI build/deploy)"
 );
 ingestion_endpoint!(
     ingest_source_g,
+    "ingestSourceG",
     Source::SourceG,
     "/api/source_g/deployment",
     "source_g (CD deployment)"
 );
 ingestion_endpoint!(
     ingest_source_h,
+    "ingestSourceH",
     Source::SourceH,
     "/api/source_h/problems",
     "source_h (APM problem)"
 );
 ingestion_endpoint!(
     ingest_source_i,
+    "ingestSourceI",
     Source::SourceI,
     "/api/source_i/webhook",
     "source_i (incident correlation)"
@@ -162,7 +171,11 @@ ingestion_endpoint!(
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct CreateTokenRequest {
-    /// What the token is for, e.g. the sending tool.
+    /// What the token is for, e.g. the sending tool: 1 to 255 characters, not blank.
+    #[schema(
+        max_length = 255,
+        pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+    )]
     name: String,
 }
 
@@ -180,7 +193,7 @@ pub struct TokenList {
 }
 
 /// Create an ingestion token. The response is the only time the token is shown.
-#[utoipa::path(post, path = "/api/ingestion-tokens", tag = "alert ingestion", request_body = CreateTokenRequest,
+#[utoipa::path(post, path = "/api/ingestion-tokens", operation_id = "createIngestionToken", tag = "alert ingestion", request_body = CreateTokenRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 201, body = CreatedToken), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn create_token(
@@ -197,7 +210,7 @@ async fn create_token(
 }
 
 /// The user's ingestion tokens (without the secrets), newest first.
-#[utoipa::path(get, path = "/api/ingestion-tokens", tag = "alert ingestion", security(("user_id" = []), ("session_cookie" = [])),
+#[utoipa::path(get, path = "/api/ingestion-tokens", operation_id = "listIngestionTokens", tag = "alert ingestion", security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = TokenList), (status = 401, body = ErrorBody)))]
 async fn list_tokens(State(state): State<AppState>, user: AuthUser) -> Result<Json<TokenList>, AppError> {
     Ok(Json(TokenList {
@@ -206,7 +219,7 @@ async fn list_tokens(State(state): State<AppState>, user: AuthUser) -> Result<Js
 }
 
 /// Revoke a token; notifications carrying it are refused from then on.
-#[utoipa::path(delete, path = "/api/ingestion-tokens/{token_id}", tag = "alert ingestion", params(("token_id" = Uuid, Path)),
+#[utoipa::path(delete, path = "/api/ingestion-tokens/{token_id}", operation_id = "revokeIngestionToken", tag = "alert ingestion", params(("token_id" = Uuid, Path)),
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = crate::http::MessageBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn revoke_token(

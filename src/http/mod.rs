@@ -1,6 +1,7 @@
 //! The HTTP API: every module's routes merged under one OpenAPI document, with the layers that
 //! apply to all of them.
 
+mod body_schemas;
 mod chat_sessions;
 mod cloud_a;
 mod cloud_b;
@@ -8,6 +9,7 @@ mod cloud_c;
 mod cloud_d;
 mod cloud_e;
 mod cloud_f;
+mod common_responses;
 mod connections;
 mod health;
 mod incident_chat;
@@ -79,47 +81,8 @@ impl Modify for SecuritySchemes {
     }
 }
 
-/// Every operation the rate limiter counts may answer 429 (`rate_limit::Scope::of`): said once
-/// here rather than on each of them. Applied to the merged document, after every route is in.
-struct RateLimitedResponses;
-
-impl Modify for RateLimitedResponses {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use axum::http::Method;
-        use utoipa::openapi::ResponseBuilder;
-        let too_many = ResponseBuilder::new()
-            .description("rate limit exceeded (per user and minute); retry after `Retry-After` seconds")
-            .content(
-                "application/json",
-                utoipa::openapi::ContentBuilder::new()
-                    .schema(Some(utoipa::openapi::Ref::from_schema_name("ErrorBody")))
-                    .build(),
-            )
-            .build();
-        for (path, item) in openapi.paths.paths.iter_mut() {
-            let operations = [
-                (Method::GET, &mut item.get),
-                (Method::POST, &mut item.post),
-                (Method::PUT, &mut item.put),
-                (Method::PATCH, &mut item.patch),
-                (Method::DELETE, &mut item.delete),
-            ];
-            for (method, operation) in operations {
-                let Some(operation) = operation else { continue };
-                if rate_limit::Scope::of(&method, path).is_some() {
-                    operation
-                        .responses
-                        .responses
-                        .entry("429".to_owned())
-                        .or_insert_with(|| too_many.clone().into());
-                }
-            }
-        }
-    }
-}
-
 /// The OpenAPI 3.1 document of every HTTP endpoint.
-#[utoipa::path(get, path = "/api/openapi.json", tag = "operations",
+#[utoipa::path(get, path = "/api/openapi.json", operation_id = "getOpenApiDocument", tag = "operations",
     responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json")))]
 async fn openapi_document(Extension(document): Extension<Arc<OpenApiJson>>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], document.0.clone())
@@ -156,8 +119,10 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(openapi_document))
         .split_for_parts();
     openapi.info.version = env!("CARGO_PKG_VERSION").to_owned();
-    RateLimitedResponses.modify(&mut openapi);
-    let document = Arc::new(OpenApiJson(openapi.to_json().expect("OpenAPI document serializes")));
+    common_responses::CommonResponses.modify(&mut openapi);
+    let mut document = serde_json::to_value(&openapi).expect("OpenAPI document serializes");
+    body_schemas::document(&mut document);
+    let document = Arc::new(OpenApiJson(document.to_string()));
 
     routes
         .layer(Extension(document))

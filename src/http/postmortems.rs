@@ -47,8 +47,8 @@ pub struct PostmortemList {
 }
 
 /// The incident's postmortem, written when it becomes resolved.
-#[utoipa::path(get, path = "/api/incidents/{id}/postmortem", tag = "incidents",
-    params(("id" = String, Path, description = "incident UUID")),
+#[utoipa::path(get, path = "/api/incidents/{id}/postmortem", operation_id = "getIncidentPostmortem", tag = "incidents",
+    params(("id" = Uuid, Path, description = "incident UUID")),
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = Postmortem),
         (status = 202, description = "being written", body = Generating),
@@ -91,7 +91,7 @@ async fn incident_postmortem(
 }
 
 /// The caller's postmortems, newest first.
-#[utoipa::path(get, path = "/api/postmortems", tag = "incidents", security(("user_id" = []), ("session_cookie" = [])),
+#[utoipa::path(get, path = "/api/postmortems", operation_id = "listPostmortems", tag = "incidents", security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = PostmortemList), (status = 401, body = ErrorBody)))]
 async fn list_postmortems(State(state): State<AppState>, user: AuthUser) -> Result<Json<PostmortemList>, AppError> {
     let postmortems = sqlx::query_as(

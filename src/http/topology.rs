@@ -35,7 +35,10 @@ pub struct TopologyRequest {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceRequest {
     /// Unique (case-insensitively) among names and aliases; at most 128 characters.
-    #[schema(max_length = 128)]
+    #[schema(
+        max_length = 128,
+        pattern = r"[^\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+    )]
     name: String,
     /// Services this one calls, by name or alias (declared in the same catalog, not itself).
     #[serde(default)]
@@ -96,7 +99,7 @@ pub struct SupportView {
 }
 
 /// The caller's topology: the declared catalog and every edge, with its confidence and support.
-#[utoipa::path(get, path = "/api/topology", tag = "topology", security(("user_id" = []), ("session_cookie" = [])),
+#[utoipa::path(get, path = "/api/topology", operation_id = "getTopology", tag = "topology", security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, body = TopologyView), (status = 401, description = "no identity", body = ErrorBody)))]
 async fn get_topology(State(state): State<AppState>, user: AuthUser) -> Result<Json<TopologyView>, AppError> {
     Ok(Json(view(&state, &user.id).await?))
@@ -105,7 +108,7 @@ async fn get_topology(State(state): State<AppState>, user: AuthUser) -> Result<J
 /// Replace the caller's catalog (an empty `services` clears it). Correlation relates an alert to
 /// an incident when their services are one (an alias), a declared dependency either way, or when
 /// one side names an address the other side's service owns.
-#[utoipa::path(put, path = "/api/topology", tag = "topology", request_body = TopologyRequest,
+#[utoipa::path(put, path = "/api/topology", operation_id = "putTopology", tag = "topology", request_body = TopologyRequest,
     security(("user_id" = []), ("session_cookie" = [])),
     responses((status = 200, description = "the topology as declared now", body = TopologyView),
         (status = 400, description = "malformed body; too many services, dependencies, addresses or aliases; a name \

@@ -30,10 +30,14 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct RegisterRequest {
+    /// An e-mail address of at most 255 characters (a domain without a dot is allowed).
+    #[schema(format = Email, max_length = 255)]
     email: String,
     /// 8 to 1,024 characters.
     #[schema(min_length = 8, max_length = 1024)]
     password: String,
+    /// At most 255 characters; a blank name is no name.
+    #[schema(max_length = 255)]
     name: Option<String>,
 }
 
@@ -89,7 +93,7 @@ fn valid_email(raw: &str) -> Result<String, AppError> {
 }
 
 /// Create an account.
-#[utoipa::path(post, path = "/api/auth/register", tag = "users", request_body = RegisterRequest, responses(
+#[utoipa::path(post, path = "/api/auth/register", operation_id = "registerUser", tag = "users", request_body = RegisterRequest, responses(
     (status = 201, body = UserResponse),
     (status = 400, description = "invalid email, password under 8 or over 1,024 characters, malformed body", body = ErrorBody),
     (status = 409, description = "email already registered", body = ErrorBody)))]
@@ -112,7 +116,7 @@ async fn register(
 }
 
 /// Log in; sets the `vigil_session` cookie (HttpOnly, SameSite=Lax, lifetime `SESSION_TTL_HOURS`).
-#[utoipa::path(post, path = "/api/auth/login", tag = "users", request_body = LoginRequest, responses(
+#[utoipa::path(post, path = "/api/auth/login", operation_id = "loginUser", tag = "users", request_body = LoginRequest, responses(
     (status = 200, body = UserResponse, headers(("set-cookie" = String, description = "vigil_session"))),
     (status = 400, body = ErrorBody),
     (status = 401, description = "unknown email or wrong password (one message for both)", body = ErrorBody)))]
@@ -143,7 +147,7 @@ async fn login(
 }
 
 /// End the cookie session (if any) and clear the cookie. Always 200.
-#[utoipa::path(post, path = "/api/auth/logout", tag = "users", responses((status = 200, body = MessageResponse)))]
+#[utoipa::path(post, path = "/api/auth/logout", operation_id = "logoutUser", tag = "users", responses((status = 200, body = MessageResponse)))]
 async fn logout(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -161,7 +165,7 @@ async fn logout(
 /// Change the caller's password. Other login sessions of the user are ended.
 ///
 /// An identity that names no registered account is 404 (spec: "user not found").
-#[utoipa::path(post, path = "/api/auth/change-password", tag = "users", request_body = ChangePasswordRequest,
+#[utoipa::path(post, path = "/api/auth/change-password", operation_id = "changePassword", tag = "users", request_body = ChangePasswordRequest,
     security(("user_id" = []), ("session_cookie" = [])), responses(
     (status = 200, body = MessageResponse),
     (status = 400, description = "new password under 8 characters or over 1,024", body = ErrorBody),

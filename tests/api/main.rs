@@ -16,6 +16,7 @@ mod incidents;
 mod ingestion;
 mod jobs;
 mod openapi;
+mod openapi_validity;
 mod placement;
 mod postmortems;
 mod projections;

@@ -21,7 +21,8 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         return Ok(None);
     }
     let incident = event.require_object("data")?;
-    let data_type = incident.text("type")?.map(|word| word.to_lowercase());
+    // A word of a fixed vocabulary, like the event's: a number or a list there is malformed.
+    let data_type = incident.word("type")?.map(|word| word.to_lowercase());
     let attached = incident.get("id").is_none() && incident.object("incident")?.is_some();
     if attached || data_type.as_deref().is_some_and(|kind| kind != "incident") {
         return Ok(None);
@@ -263,6 +264,11 @@ mod tests {
                 "/event/event_type",
                 json!(7),
                 "field `event.event_type` must be a string, not a number",
+            ),
+            (
+                "/event/data/type",
+                json!(["incident"]),
+                "field `event.data.type` must be a string, not an array",
             ),
             (
                 "/event/data/created_at",
