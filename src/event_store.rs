@@ -159,11 +159,24 @@ impl EventStore {
                 known.join(", ")
             );
         }
-        let mut rebuilt = Vec::new();
-        for consumer in chosen {
-            let events = vigil_projections::replay(db, consumer.clone()).await?;
-            rebuilt.push((consumer.name(), events));
-        }
+        // Two lanes at once: incidents, then the projections that refer to them; the others
+        // beside them. A replay is mostly PostgreSQL's work, and one lane leaves a core idle.
+        let (after_one_another, beside): (Vec<Arc<dyn EventConsumer>>, Vec<_>) =
+            chosen.into_iter().cloned().partition(|c| {
+                REBUILT_WITH
+                    .iter()
+                    .any(|&(first, then)| c.name() == first || c.name() == then)
+            });
+        let in_order = |consumers: Vec<Arc<dyn EventConsumer>>| async move {
+            let mut rebuilt = Vec::new();
+            for consumer in consumers {
+                let name = consumer.name();
+                rebuilt.push((name, vigil_projections::replay(db, consumer).await?));
+            }
+            Ok::<_, vigil_projections::ProjectionError>(rebuilt)
+        };
+        let (mut rebuilt, others) = tokio::try_join!(in_order(after_one_another), in_order(beside))?;
+        rebuilt.extend(others);
         Ok(rebuilt)
     }
 }

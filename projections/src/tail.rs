@@ -196,9 +196,10 @@ impl Tail {
     /// Reads the next batch after the checkpoint, hands it to the consumer, and moves the
     /// checkpoint to its last event, on `conn`, in one read and one write.
     async fn read_batch(&self, conn: &mut PgConnection) -> Result<Batch, ProjectionError> {
+        // A replay reads every event whole: its consumer applies them all, and would fetch them.
         let (payload, metadata) = match self.consumer.payloads() {
-            Payloads::None => ("'null'::json", "'null'::json"),
-            Payloads::All | Payloads::OfTypes(_) => ("payload", "metadata"),
+            Payloads::None if !self.includes_projected => ("'null'::json", "'null'::json"),
+            Payloads::None | Payloads::All | Payloads::OfTypes(_) => ("payload", "metadata"),
         };
         let events: Vec<StoredEvent> = sqlx::query_as(&format!(
             "SELECT global_position, transaction_id::text::bigint AS transaction_id, aggregate_type, aggregate_id,

@@ -108,7 +108,7 @@ async fn key_lookups_stay_primary_key_probes_when_planned_on_empty_tables() {
 /// the checkpoint on. Ordered by the `transaction_id::text::bigint` alias instead, each batch sorted
 /// every remaining event of the type, which made a replay quadratic in the store's size.
 #[tokio::test]
-async fn a_replay_reads_events_in_index_order_without_sorting() {
+async fn a_replay_and_a_catch_up_read_events_by_index_without_sorting() {
     let app = spawn_app_without_workers().await;
     // Three connections: the replay holds its consumer's lock on one while it reads on another,
     // and the projection writes on the third.
@@ -120,8 +120,16 @@ async fn a_replay_reads_events_in_index_order_without_sorting() {
     let user = app.new_user().await.id;
     app.create_session(&user, &serde_json::json!({ "title": "replayed" }))
         .await;
-    let projector = vigil_projections::Projector::new(pool.clone(), ChatSessionsReadModel);
-    vigil_projections::replay(&pool, std::sync::Arc::new(projector))
+    let projector = std::sync::Arc::new(vigil_projections::Projector::new(pool.clone(), ChatSessionsReadModel));
+    vigil_projections::replay(&pool, projector.clone()).await.unwrap();
+    // A tail that finds a read row missing fetches its events (a replay reads them whole).
+    sqlx::query("TRUNCATE chat_sessions").execute(&pool).await.unwrap();
+    sqlx::query("DELETE FROM event_consumer_checkpoints WHERE name = 'chat_sessions'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    vigil_projections::Tail::new(pool.clone(), projector)
+        .catch_up()
         .await
         .unwrap();
     let statements = [

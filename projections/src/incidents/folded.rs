@@ -1,6 +1,6 @@
-//! A run of an incident's events folded into one update of its row, so that a replay (or a tail
-//! catching up) writes thousands of incidents' histories in a few statements instead of one per
-//! event. Every column an event sets is last-write-wins, but `analyzed_at` (first one kept),
+//! A run of an incident's events folded into one write of its row (the insert of a new incident,
+//! or one update), so that a replay (or a tail catching up) writes thousands of incidents'
+//! histories in a few statements instead of one per event. Every column an event sets is last-write-wins, but `analyzed_at` (first one kept),
 //! `takes_alerts` (only ever cleared) and the alerts joined (counts add up, services and evidence
 //! are sorted sets); so folding a run and applying it event by event leave the same row.
 
@@ -16,17 +16,24 @@ use vigil_aggregates::{
 use super::{write_rows, AlertsJoined, RowWrites};
 use crate::ProjectionError;
 
-/// The columns a run of events sets, as its last event leaves them.
+/// The columns other than the alerts that a run of events sets, as its last event leaves them
+/// (`None`: the run leaves the column as it was).
+#[derive(Default)]
+pub(super) struct Columns<'a> {
+    pub(super) status: Option<&'static str>,
+    pub(super) analysis_status: Option<&'static str>,
+    pub(super) analyzed_at: Option<DateTime<Utc>>,
+    pub(super) verdict: Option<&'a Conclusion>,
+    pub(super) summary: Option<&'a str>,
+    pub(super) active_tab: Option<&'static str>,
+    pub(super) merged_into: Option<Uuid>,
+    pub(super) chat_session: Option<Uuid>,
+}
+
+/// A run of an existing incident's events, folded.
 pub(super) struct FoldedRun<'a> {
-    joined: AlertsJoined<'a>,
-    status: Option<&'static str>,
-    analysis_status: Option<&'static str>,
-    analyzed_at: Option<DateTime<Utc>>,
-    verdict: Option<&'a Conclusion>,
-    summary: Option<&'a str>,
-    active_tab: Option<&'static str>,
-    merged_into: Option<Uuid>,
-    chat_session: Option<Uuid>,
+    pub(super) joined: AlertsJoined<'a>,
+    pub(super) columns: Columns<'a>,
 }
 
 impl<'a> FoldedRun<'a> {
@@ -37,43 +44,37 @@ impl<'a> FoldedRun<'a> {
         let last = run.last()?;
         let mut fold = Self {
             joined: AlertsJoined::new(last, Vec::new(), false),
-            status: None,
-            analysis_status: None,
-            analyzed_at: None,
-            verdict: None,
-            summary: None,
-            active_tab: None,
-            merged_into: None,
-            chat_session: None,
+            columns: Columns::default(),
         };
+        let (joined, columns) = (&mut fold.joined, &mut fold.columns);
         for event in run {
             match &event.payload {
                 E::IncidentOpened { .. } | E::AlertSplitOff { .. } => return None,
                 E::AlertCorrelated { alert, filled, .. } => {
-                    fold.joined.alerts.push(alert);
-                    fold.joined.filled |= *filled;
+                    joined.alerts.push(alert);
+                    joined.filled |= *filled;
                 }
-                E::IncidentAbsorbed { alerts, .. } => fold.joined.alerts.extend(alerts),
+                E::IncidentAbsorbed { alerts, .. } => joined.alerts.extend(alerts),
                 E::StatusChanged {
                     status, analyzed_at, ..
                 } => {
-                    fold.status = Some(status.as_str());
-                    fold.analyzed_at = fold.analyzed_at.or(*analyzed_at);
+                    columns.status = Some(status.as_str());
+                    columns.analyzed_at = columns.analyzed_at.or(*analyzed_at);
                 }
                 E::AnalysisStatusChanged {
                     status, analyzed_at, ..
                 } => {
-                    fold.analysis_status = Some(status.as_str());
-                    fold.analyzed_at = fold.analyzed_at.or(*analyzed_at);
+                    columns.analysis_status = Some(status.as_str());
+                    columns.analyzed_at = columns.analyzed_at.or(*analyzed_at);
                 }
-                E::VerdictRecorded { conclusion, .. } => fold.verdict = Some(conclusion),
-                E::SummaryWritten { summary, .. } => fold.summary = Some(summary),
-                E::ActiveTabChanged { tab, .. } => fold.active_tab = Some(tab.as_str()),
+                E::VerdictRecorded { conclusion, .. } => columns.verdict = Some(conclusion),
+                E::SummaryWritten { summary, .. } => columns.summary = Some(summary),
+                E::ActiveTabChanged { tab, .. } => columns.active_tab = Some(tab.as_str()),
                 E::MergedInto { target_incident_id, .. } => {
-                    fold.status = Some("merged");
-                    fold.merged_into = Some(*target_incident_id);
+                    columns.status = Some("merged");
+                    columns.merged_into = Some(*target_incident_id);
                 }
-                E::ChatSessionLinked { session_id, .. } => fold.chat_session = Some(*session_id),
+                E::ChatSessionLinked { session_id, .. } => columns.chat_session = Some(*session_id),
                 E::AlertResolved { .. }
                 | E::ResolutionRequested { .. }
                 | E::IncidentTouched { .. }
@@ -125,14 +126,14 @@ pub(super) async fn write_folded(conn: &mut PgConnection, runs: &[FoldedRun<'_>]
     .bind(runs.iter().map(|run| run.joined.incident_id).collect::<Vec<_>>())
     .bind(runs.iter().map(|run| run.joined.at).collect::<Vec<_>>())
     .bind(runs.iter().map(|run| run.joined.version).collect::<Vec<_>>())
-    .bind(runs.iter().map(|run| run.status).collect::<Vec<_>>())
-    .bind(runs.iter().map(|run| run.analysis_status).collect::<Vec<_>>())
-    .bind(runs.iter().map(|run| run.analyzed_at).collect::<Vec<_>>())
-    .bind(runs.iter().map(|run| run.verdict.map(Json)).collect::<Vec<_>>())
-    .bind(runs.iter().map(|run| run.summary).collect::<Vec<_>>())
-    .bind(runs.iter().map(|run| run.active_tab).collect::<Vec<_>>())
-    .bind(runs.iter().map(|run| run.merged_into).collect::<Vec<_>>())
-    .bind(runs.iter().map(|run| run.chat_session).collect::<Vec<_>>())
+    .bind(runs.iter().map(|run| run.columns.status).collect::<Vec<_>>())
+    .bind(runs.iter().map(|run| run.columns.analysis_status).collect::<Vec<_>>())
+    .bind(runs.iter().map(|run| run.columns.analyzed_at).collect::<Vec<_>>())
+    .bind(runs.iter().map(|run| run.columns.verdict.map(Json)).collect::<Vec<_>>())
+    .bind(runs.iter().map(|run| run.columns.summary).collect::<Vec<_>>())
+    .bind(runs.iter().map(|run| run.columns.active_tab).collect::<Vec<_>>())
+    .bind(runs.iter().map(|run| run.columns.merged_into).collect::<Vec<_>>())
+    .bind(runs.iter().map(|run| run.columns.chat_session).collect::<Vec<_>>())
     .execute(conn)
     .await?;
     Ok(())

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use vigil_aggregates::incident::{AlertInfo, Incident, IncidentEvent};
 
 pub use changes::{linked_changes, LinkedChange};
-use folded::{write_folded, FoldedRun};
+use folded::{write_folded, Columns, FoldedRun};
 pub use queries::*;
 
 use crate::{ProjectionError, ReadModel};
@@ -52,7 +52,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
         match &event.payload {
             E::IncidentOpened { .. } => {
                 let writes = RowWrites {
-                    openings: Opening::new(event, None).into_iter().collect(),
+                    openings: Opening::new(event, None, Columns::default()).into_iter().collect(),
                     joined: Vec::new(),
                 };
                 write_rows(conn, &writes).await?;
@@ -271,11 +271,17 @@ struct Opening<'a> {
     version: i64,
     updated_at: DateTime<Utc>,
     joined: Option<AlertsJoined<'a>>,
+    /// The other columns the run's later events set (a replay's runs hold whole histories).
+    columns: Columns<'a>,
 }
 
 impl<'a> Opening<'a> {
     /// `None` when `opened` is not an `IncidentOpened` event.
-    fn new(opened: &'a EventEnvelope<Incident>, joined: Option<AlertsJoined<'a>>) -> Option<Self> {
+    fn new(
+        opened: &'a EventEnvelope<Incident>,
+        joined: Option<AlertsJoined<'a>>,
+        columns: Columns<'a>,
+    ) -> Option<Self> {
         let IncidentEvent::IncidentOpened {
             incident_id,
             user_id,
@@ -296,6 +302,7 @@ impl<'a> Opening<'a> {
             version: joined.as_ref().map_or(opened.sequence as i64, |joined| joined.version),
             updated_at: joined.as_ref().map_or(*at, |joined| joined.at),
             joined,
+            columns,
         })
     }
 
@@ -434,7 +441,18 @@ impl<'a> RowWrites<'a> {
             };
             let (alerts, after) = AlertsJoined::leading(after);
             match opened {
-                Some(opened) => writes.openings.extend(Opening::new(opened, alerts)),
+                // A new incident's whole run folds into its insert when it can.
+                Some(opened) => match FoldedRun::of(after) {
+                    Some(FoldedRun { mut joined, columns }) => {
+                        if let Some(leading) = alerts {
+                            joined.filled |= leading.filled;
+                            joined.alerts.splice(0..0, leading.alerts);
+                        }
+                        writes.openings.extend(Opening::new(opened, Some(joined), columns));
+                        continue;
+                    }
+                    None => writes.openings.extend(Opening::new(opened, alerts, Columns::default())),
+                },
                 None => writes.joined.extend(alerts),
             }
             if !after.is_empty() {
@@ -467,7 +485,7 @@ impl<'a> RowWrites<'a> {
         crate::renumbered(ROW_WRITES, first - 1)
     }
 
-    /// Binds the 28 parameters of [`RowWrites::ctes`], after those bound before.
+    /// Binds the 36 parameters of [`RowWrites::ctes`], after those bound before.
     pub fn bind<'q>(
         &'q self,
         query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
@@ -544,6 +562,24 @@ impl<'a> RowWrites<'a> {
                     .collect::<Vec<_>>(),
             )
             .bind(self.openings.iter().map(|o| o.previous_incident_id).collect::<Vec<_>>())
+            .bind(self.openings.iter().map(|o| o.columns.status).collect::<Vec<_>>())
+            .bind(
+                self.openings
+                    .iter()
+                    .map(|o| o.columns.analysis_status)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(self.openings.iter().map(|o| o.columns.analyzed_at).collect::<Vec<_>>())
+            .bind(
+                self.openings
+                    .iter()
+                    .map(|o| o.columns.verdict.map(Json))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(self.openings.iter().map(|o| o.columns.summary).collect::<Vec<_>>())
+            .bind(self.openings.iter().map(|o| o.columns.active_tab).collect::<Vec<_>>())
+            .bind(self.openings.iter().map(|o| o.columns.merged_into).collect::<Vec<_>>())
+            .bind(self.openings.iter().map(|o| o.columns.chat_session).collect::<Vec<_>>())
     }
 }
 
@@ -551,19 +587,27 @@ impl<'a> RowWrites<'a> {
 const ROW_WRITES: &str = "opened AS (
         INSERT INTO incidents (id, user_id, source_type, source_alert_id, severity, alert_title, alert_service,
             alert_environment, alert_source_url, alert_metadata, started_at, last_alert_at, created_at, updated_at,
-            correlated_alert_count, affected_services, takes_alerts, version, evidence, previous_incident_id)
+            correlated_alert_count, affected_services, takes_alerts, version, evidence, previous_incident_id,
+            status, aurora_status, analyzed_at, analysis_verdict, aurora_summary, active_tab, merged_into_incident_id,
+            aurora_chat_session_id)
         SELECT id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
             alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined,
             ARRAY(SELECT DISTINCT unnest(ARRAY(SELECT jsonb_array_elements_text(services))) ORDER BY 1),
-            NOT filled, version,
+            NOT filled AND merged_into IS NULL, version,
             (ARRAY(SELECT DISTINCT k COLLATE \"C\" FROM jsonb_array_elements_text(evidence) AS e(k) ORDER BY 1))[1:4096],
-            previous_incident_id
+            previous_incident_id,
+            -- The columns' defaults where the run set nothing.
+            COALESCE(status, 'investigating'), COALESCE(analysis_status, 'idle'), analyzed_at, verdict, summary,
+            COALESCE(active_tab, 'thoughts'), merged_into, chat_session
         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
                 $8::text[], $9::text[], $10::jsonb[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
-                $14::timestamptz[], $15::int[], $16::jsonb[], $17::bool[], $18::bigint[], $26::jsonb[], $28::uuid[])
+                $14::timestamptz[], $15::int[], $16::jsonb[], $17::bool[], $18::bigint[], $26::jsonb[], $28::uuid[],
+                $29::text[], $30::text[], $31::timestamptz[], $32::jsonb[], $33::text[], $34::text[], $35::uuid[],
+                $36::uuid[])
             AS o(id, user_id, source_type, source_alert_id, severity, alert_title, alert_service, alert_environment,
                  alert_source_url, alert_metadata, fired_at, last_alert_at, opened_at, updated_at, joined, services,
-                 filled, version, evidence, previous_incident_id)
+                 filled, version, evidence, previous_incident_id, status, analysis_status, analyzed_at, verdict,
+                 summary, active_tab, merged_into, chat_session)
     ), joined AS (
         UPDATE incidents SET
             correlated_alert_count = correlated_alert_count + u.joined,
