@@ -13,7 +13,7 @@ use crate::{
     event_store::EventStore,
     http,
     ingest::{pipeline::IngestPipeline, placement::Placer},
-    metrics::HttpMetrics,
+    metrics::Metrics,
     rate_limit::{Budgets, RateLimiter},
     state::{AppState, Services},
     vector_store::VectorStore,
@@ -55,12 +55,12 @@ impl Application {
         let correlation = Arc::new(crate::ingest::service::correlation_config(&config)?);
         let connections = Arc::new(crate::connections::Connectors::from_config(&config, &db)?);
         let settle = Duration::from_secs(config.rca_settle_secs);
-        let events = Arc::new(EventStore::new(&db).with_reactors(vec![
+        let metrics = Arc::new(Metrics::new());
+        let events = Arc::new(EventStore::observed(&db, &metrics.events).with_reactors(vec![
             Arc::new(crate::analysis::rca::rca_reactor(db.clone(), settle)),
             Arc::new(crate::analysis::postmortem::postmortem_reactor(db.clone())),
             Arc::new(crate::ingest::bridging::bridge_reactor(db.clone())),
         ]));
-        let metrics = Arc::new(HttpMetrics::new());
         let topologies = Arc::new(crate::topology::TopologyCache::default());
         let state = AppState::new(Services {
             rate_limiter: Arc::new(RateLimiter::new(&cache, Budgets::from_config(&config))),
@@ -84,7 +84,8 @@ impl Application {
             events,
             correlation,
             vectors: VectorStore::default(),
-            model: crate::analysis::model::Model::from_config(&config, &db)?.map(Arc::new),
+            model: crate::analysis::model::Model::from_config(&config, &db)?
+                .map(|model| Arc::new(model.with_metrics(metrics.model.clone()))),
             agent_cli: config.agent_cli_dir.clone().map(|bin_dir| {
                 Arc::new(crate::agent::cli::CliConfig {
                     bin_dir,
