@@ -171,6 +171,7 @@ pub async fn run_worker(state: AppState, shutdown: CancellationToken) -> anyhow:
 
 /// A process that only tails events and runs jobs (`vigil worker`): no listeners.
 pub async fn run_worker_process(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let metrics_at = config.worker_metrics_port.map(|port| (config.bind_address, port));
     let app = Application::build(Config {
         http_port: 0,
         ws_port: 0,
@@ -178,8 +179,36 @@ pub async fn run_worker_process(config: Config, shutdown: CancellationToken) -> 
         ..config
     })
     .await?;
+    if let Some(at) = metrics_at {
+        serve_metrics_only(at, app.state.clone(), shutdown.clone()).await?;
+    }
     app.state.events.spawn_tails(&app.state.db, &shutdown);
     // Incident chat replies written here reach the sockets that follow their sessions.
     tokio::spawn(app.state.session_fanout.clone().run(shutdown.clone()));
     run_worker(app.state, shutdown).await
+}
+
+/// `GET /metrics` alone, for a worker process: its analyses and model calls are counted in its
+/// own registry, which no HTTP API of its own exposes.
+async fn serve_metrics_only(
+    at: (std::net::IpAddr, u16),
+    state: AppState,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(at)
+        .await
+        .with_context(|| format!("binding the worker's metrics port {}", at.1))?;
+    tracing::info!(metrics = %listener.local_addr()?, "worker metrics listening");
+    let router = axum::Router::new()
+        .route("/metrics", axum::routing::get(crate::metrics::metrics_handler))
+        .with_state(state);
+    tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+        if let Err(error) = served {
+            tracing::error!(%error, "the worker's metrics listener failed");
+        }
+    });
+    Ok(())
 }

@@ -436,3 +436,49 @@ async fn a_database_out_of_reach_reads_as_down_and_the_scrape_still_answers() {
         "the rest is still served"
     );
 }
+
+#[tokio::test]
+async fn a_worker_process_serves_the_metrics_of_the_analyses_it_runs() {
+    let app = spawn_app_without_workers().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = (*app.state.config).clone();
+    config.worker_metrics_port = Some(port);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(vigil::app::run_worker_process(config, stop.clone()));
+    let user = app.new_user().await.id;
+    post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let worker_metrics = || async {
+        let response = app
+            .client
+            .get(format!("http://127.0.0.1:{port}/metrics"))
+            .send()
+            .await
+            .ok()?;
+        Some(Exposition::parse(&response.text().await.ok()?))
+    };
+    let metrics = eventually("the worker to count the analysis", || async {
+        let metrics = worker_metrics().await?;
+        (metrics.sum("vigil_analyses_total", &[("outcome", "completed")]) == 1.0).then_some(metrics)
+    })
+    .await;
+    assert_eq!(metrics.sum("vigil_job_workers_live", &[]), 1.0);
+    assert_eq!(
+        scrape(&app)
+            .await
+            .sum("vigil_analyses_total", &[("outcome", "completed")]),
+        0.0,
+        "the serving instance ran none"
+    );
+    let other = app
+        .client
+        .get(format!("http://127.0.0.1:{port}/api/incidents"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404, "the metrics alone");
+    stop.cancel();
+}
