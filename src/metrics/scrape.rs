@@ -153,9 +153,17 @@ impl ScrapeGauges {
             self.running.with_label_values(&[kind]).set(0);
         }
         for (kind, waiting, oldest, running) in kinds {
-            self.queue_depth.with_label_values(&[&kind]).set(waiting);
-            self.oldest_age.with_label_values(&[&kind]).set(oldest.max(0.0));
-            self.running.with_label_values(&[&kind]).set(running);
+            // A kind this build does not enqueue (an older or newer instance's) joins `other`,
+            // so that the label keeps to a known set.
+            let kind = JOB_KINDS
+                .iter()
+                .find(|known| **known == kind)
+                .copied()
+                .unwrap_or("other");
+            self.queue_depth.with_label_values(&[kind]).add(waiting);
+            let age = self.oldest_age.with_label_values(&[kind]);
+            age.set(age.get().max(oldest));
+            self.running.with_label_values(&[kind]).add(running);
         }
         self.live_workers.set(workers);
         for lag in lags {
