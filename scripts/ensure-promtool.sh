@@ -13,6 +13,14 @@ if found=$(command -v promtool); then
   exit 0
 fi
 
+# Tests run in parallel and may all find promtool missing: one installs, the others wait for it.
+exec 9>"${TMPDIR:-/tmp}/vigil-ensure-promtool.lock"
+flock 9
+if found=$(command -v promtool); then
+  echo "$found"
+  exit 0
+fi
+
 say "promtool not found; installing Debian's prometheus package"
 policy=/usr/sbin/policy-rc.d
 placed_policy=no
@@ -25,7 +33,8 @@ cleanup() { if [ "$placed_policy" = yes ]; then as_root rm -f "$policy"; fi; }
 trap cleanup EXIT
 
 as_root apt-get update -qq >&2
-DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus >&2
+DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq -o DPkg::Lock::Timeout=300 \
+  --no-install-recommends prometheus >&2
 
 if found=$(command -v promtool); then
   echo "$found"

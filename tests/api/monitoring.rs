@@ -126,6 +126,38 @@ async fn every_metric_the_rules_and_the_dashboard_read_is_exposed() {
 }
 
 #[test]
+fn the_dashboard_lays_out_unique_panels_that_query_its_datasource_variable() {
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(repo(DASHBOARD)).unwrap()).unwrap();
+    assert_eq!(dashboard["uid"], "vigil-service");
+    let variables = dashboard["templating"]["list"].as_array().unwrap();
+    assert!(variables
+        .iter()
+        .any(|v| v["name"] == "datasource" && v["type"] == "datasource"));
+    let panels = dashboard["panels"].as_array().unwrap();
+    let mut ids = BTreeSet::new();
+    let mut places = BTreeSet::new();
+    for panel in panels {
+        let title = panel["title"].as_str().unwrap();
+        assert!(ids.insert(panel["id"].as_u64().unwrap()), "{title}: id taken");
+        let place = &panel["gridPos"];
+        let (x, y, w, h) = ["x", "y", "w", "h"].map(|key| place[key].as_u64().unwrap()).into();
+        assert!(w > 0 && h > 0 && x + w <= 24, "{title}: {place}");
+        // No two panels start at the same cell (overlap as Grafana would lay them out).
+        assert!(places.insert((x, y)), "{title}: {place}");
+        if panel["type"] == "row" {
+            continue;
+        }
+        let targets = panel["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{title}");
+        for target in targets {
+            assert_eq!(target["datasource"]["uid"], "${datasource}", "{title}");
+            assert!(!target["expr"].as_str().unwrap().is_empty(), "{title}");
+        }
+    }
+    assert!(panels.len() >= 30, "{}", panels.len());
+}
+
+#[test]
 fn metric_names_are_told_apart_from_functions_labels_and_keywords() {
     let names = metric_names(
         r#"histogram_quantile(0.9, sum by (le, route) (rate(a_seconds_bucket{route=~"/api/x", status!="5.."}[5m])))
