@@ -13,7 +13,7 @@ use crate::{
     event_store::EventStore,
     http,
     ingest::{pipeline::IngestPipeline, placement::Placer},
-    metrics::HttpMetrics,
+    metrics::Metrics,
     rate_limit::{Budgets, RateLimiter},
     state::{AppState, Services},
     vector_store::VectorStore,
@@ -55,12 +55,12 @@ impl Application {
         let correlation = Arc::new(crate::ingest::service::correlation_config(&config)?);
         let connections = Arc::new(crate::connections::Connectors::from_config(&config, &db)?);
         let settle = Duration::from_secs(config.rca_settle_secs);
-        let events = Arc::new(EventStore::new(&db).with_reactors(vec![
+        let metrics = Arc::new(Metrics::new());
+        let events = Arc::new(EventStore::observed(&db, &metrics.events).with_reactors(vec![
             Arc::new(crate::analysis::rca::rca_reactor(db.clone(), settle)),
             Arc::new(crate::analysis::postmortem::postmortem_reactor(db.clone())),
             Arc::new(crate::ingest::bridging::bridge_reactor(db.clone())),
         ]));
-        let metrics = Arc::new(HttpMetrics::new());
         let topologies = Arc::new(crate::topology::TopologyCache::default());
         let state = AppState::new(Services {
             rate_limiter: Arc::new(RateLimiter::new(&cache, Budgets::from_config(&config))),
@@ -84,7 +84,8 @@ impl Application {
             events,
             correlation,
             vectors: VectorStore::default(),
-            model: crate::analysis::model::Model::from_config(&config, &db)?.map(Arc::new),
+            model: crate::analysis::model::Model::from_config(&config, &db)?
+                .map(|model| Arc::new(model.with_metrics(metrics.model.clone()))),
             agent_cli: config.agent_cli_dir.clone().map(|bin_dir| {
                 Arc::new(crate::agent::cli::CliConfig {
                     bin_dir,
@@ -170,6 +171,7 @@ pub async fn run_worker(state: AppState, shutdown: CancellationToken) -> anyhow:
 
 /// A process that only tails events and runs jobs (`vigil worker`): no listeners.
 pub async fn run_worker_process(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let metrics_at = config.worker_metrics_port.map(|port| (config.bind_address, port));
     let app = Application::build(Config {
         http_port: 0,
         ws_port: 0,
@@ -177,8 +179,36 @@ pub async fn run_worker_process(config: Config, shutdown: CancellationToken) -> 
         ..config
     })
     .await?;
+    if let Some(at) = metrics_at {
+        serve_metrics_only(at, app.state.clone(), shutdown.clone()).await?;
+    }
     app.state.events.spawn_tails(&app.state.db, &shutdown);
     // Incident chat replies written here reach the sockets that follow their sessions.
     tokio::spawn(app.state.session_fanout.clone().run(shutdown.clone()));
     run_worker(app.state, shutdown).await
+}
+
+/// `GET /metrics` alone, for a worker process: its analyses and model calls are counted in its
+/// own registry, which no HTTP API of its own exposes.
+async fn serve_metrics_only(
+    at: (std::net::IpAddr, u16),
+    state: AppState,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(at)
+        .await
+        .with_context(|| format!("binding the worker's metrics port {}", at.1))?;
+    tracing::info!(metrics = %listener.local_addr()?, "worker metrics listening");
+    let router = axum::Router::new()
+        .route("/metrics", axum::routing::get(crate::metrics::metrics_handler))
+        .with_state(state);
+    tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+        if let Err(error) = served {
+            tracing::error!(%error, "the worker's metrics listener failed");
+        }
+    });
+    Ok(())
 }

@@ -131,6 +131,11 @@ pub struct Config {
     #[arg(long, env = "WORKER_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
     pub worker_shutdown_grace_secs: u64,
 
+    /// Port on which `vigil worker` serves `GET /metrics` (and nothing else); none when unset.
+    /// Its analyses and model calls are counted only there.
+    #[arg(long, env = "WORKER_METRICS_PORT")]
+    pub worker_metrics_port: Option<u16>,
+
     /// Requests per minute per user and per source on the alert ingestion endpoints.
     #[arg(long, env = "INGEST_RATE_LIMIT_PER_MINUTE", default_value_t = 1200)]
     pub ingest_rate_limit_per_minute: u32,

@@ -21,6 +21,8 @@ use vigil_projections::{
     AppendAnnouncer, EventConsumer, Projector, ReadModel, Tail, TailWakers,
 };
 
+use crate::metrics::EventMetrics;
+
 /// How often a command is tried before it gives up losing optimistic-concurrency races. Two
 /// instances hammering one chat session (20 PUTs at once, split between them) lost about half of
 /// their races, so 8 attempts left ~0.3% of PUTs a 409 (12 of 4,400 in an audit); 16 leave about
@@ -52,11 +54,15 @@ pub struct AggregateStore<A: Aggregate> {
 }
 
 impl<A: Aggregate<Services = ()> + 'static> AggregateStore<A> {
-    /// The command side of `A`, projecting each command's events into `read_model` as it commits.
-    fn new<R: ReadModel<A>>(db: &PgPool, announcer: &AppendAnnouncer, read_model: R) -> Self {
-        let projection: Box<dyn cqrs_es::Query<A>> = Box::new(Projector::new(db.clone(), read_model));
+    /// The command side of `A`, projecting each command's events into `read_model` as it commits
+    /// and counting them in `metrics`.
+    fn new<R: ReadModel<A>>(db: &PgPool, announcer: &AppendAnnouncer, read_model: R, metrics: &EventMetrics) -> Self {
+        let queries: Vec<Box<dyn cqrs_es::Query<A>>> = vec![
+            Box::new(Projector::new(db.clone(), read_model)),
+            Box::new(metrics.counting::<A>()),
+        ];
         Self {
-            cqrs: postgres_es::postgres_cqrs(db.clone(), vec![projection], ()),
+            cqrs: postgres_es::postgres_cqrs(db.clone(), queries, ()),
             announcer: announcer.clone(),
             turns: (0..COMMAND_TURNS).map(|_| tokio::sync::Mutex::new(())).collect(),
             turn_of: std::hash::RandomState::new(),
@@ -80,6 +86,8 @@ pub struct EventStore {
     pub topologies: Arc<Topologies>,
     /// Tells the tails (of every instance) that events were appended.
     pub announcer: AppendAnnouncer,
+    /// Incident events appended outside the aggregate store (merges, splits), counted by their writers.
+    pub incident_events_appended: prometheus::IntCounter,
     /// Every projection, each fed by its own tail; `vigil replay` rebuilds these.
     pub consumers: Vec<Arc<dyn EventConsumer>>,
     /// Process managers that react to events (enqueue jobs), each fed by its own tail. Never
@@ -88,14 +96,22 @@ pub struct EventStore {
 }
 
 impl EventStore {
+    /// An event store whose appends no registry counts (tools: replay, benches).
     pub fn new(db: &PgPool) -> Self {
+        Self::observed(db, &EventMetrics::default())
+    }
+
+    /// An event store counting its commands' appends in `metrics`, which writers outside the
+    /// aggregate stores (merges, splits) count into too.
+    pub fn observed(db: &PgPool, metrics: &EventMetrics) -> Self {
         let announcer = AppendAnnouncer::start(db.clone());
-        let chat_sessions = AggregateStore::new(db, &announcer, ChatSessionsReadModel);
-        let incidents = AggregateStore::new(db, &announcer, IncidentsReadModel);
-        let analyses = AggregateStore::new(db, &announcer, IncidentAnalysisReadModel);
-        let connections = AggregateStore::new(db, &announcer, ConnectionsReadModel);
-        let topologies = AggregateStore::new(db, &announcer, TopologyReadModel);
+        let chat_sessions = AggregateStore::new(db, &announcer, ChatSessionsReadModel, metrics);
+        let incidents = AggregateStore::new(db, &announcer, IncidentsReadModel, metrics);
+        let analyses = AggregateStore::new(db, &announcer, IncidentAnalysisReadModel, metrics);
+        let connections = AggregateStore::new(db, &announcer, ConnectionsReadModel, metrics);
+        let topologies = AggregateStore::new(db, &announcer, TopologyReadModel, metrics);
         Self {
+            incident_events_appended: metrics.appended(Incident::TYPE),
             chat_sessions: Arc::new(chat_sessions),
             incidents: Arc::new(incidents),
             analyses: Arc::new(analyses),

@@ -152,7 +152,7 @@ async fn check_vector_store(state: &AppState) -> Check {
 }
 
 /// Workers whose heartbeat is this recent count as live.
-const LIVE_WORKER_WINDOW: Duration = Duration::from_secs(30);
+pub(crate) const LIVE_WORKER_WINDOW: Duration = Duration::from_secs(30);
 
 async fn check_task_queue(state: &AppState) -> Check {
     match crate::jobs::live_workers(&state.db, LIVE_WORKER_WINDOW).await {

@@ -16,9 +16,12 @@ use rand::Rng;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 use vigil_aggregates::incident::{alerts_in, Incident, IncidentCommand, IncidentError, IncidentEvent};
-use vigil_projections::{incidents::IncidentsReadModel, load_all, AppendAnnouncer, ProjectionError, Projector};
+use vigil_projections::{incidents::IncidentsReadModel, load_all, ProjectionError, Projector};
 
-use crate::{error::AppError, event_store::Actor};
+use crate::{
+    error::AppError,
+    event_store::{Actor, EventStore},
+};
 
 /// How often a merge is decided again after another writer appended to either incident first.
 pub(crate) const MAX_ATTEMPTS: u32 = 8;
@@ -31,7 +34,7 @@ const DEADLOCK_DETECTED: &str = "40P01";
 /// user's, 409 when either is merged already, 400 for a self-merge.
 pub async fn merge(
     db: &PgPool,
-    announcer: &AppendAnnouncer,
+    events: &EventStore,
     actor: Actor<'_>,
     user_id: &str,
     source_id: Uuid,
@@ -41,7 +44,7 @@ pub async fn merge(
     for attempt in 1..=MAX_ATTEMPTS {
         let mut tx = db.begin().await?;
         let merged = match try_merge(&mut tx, &projector, &actor, user_id, source_id, target_id).await {
-            Ok(()) => tx.commit().await.map_err(Attempt::from),
+            Ok(appended) => tx.commit().await.map(|()| appended).map_err(Attempt::from),
             Err(failed) => {
                 // Now, not when dropped: a lost race waits below, and must not hold its locks.
                 let _ = tx.rollback().await;
@@ -49,8 +52,9 @@ pub async fn merge(
             }
         };
         match merged {
-            Ok(()) => {
-                announcer.announce(Incident::TYPE);
+            Ok(appended) => {
+                events.incident_events_appended.inc_by(appended as u64);
+                events.announcer.announce(Incident::TYPE);
                 return Ok(());
             }
             Err(Attempt::LostRace) if attempt < MAX_ATTEMPTS => {
@@ -109,7 +113,7 @@ async fn try_merge(
     user_id: &str,
     source_id: Uuid,
     target_id: Uuid,
-) -> Result<(), Attempt> {
+) -> Result<usize, Attempt> {
     let (source_history, source, source_sequence) = load(conn, source_id).await?;
     let (_, target, target_sequence) = load(conn, target_id).await?;
     let at = Utc::now();
@@ -144,7 +148,7 @@ async fn try_merge(
     for (id, envelopes) in &streams {
         projector.project_in(conn, &id.to_string(), envelopes).await?;
     }
-    Ok(())
+    Ok(streams.iter().map(|(_, envelopes)| envelopes.len()).sum())
 }
 
 /// An incident's events, its state after them, and its last sequence.

@@ -18,12 +18,12 @@ use uuid::Uuid;
 use vigil_aggregates::incident::{alerts_in, AlertInfo, Incident, IncidentCommand};
 use vigil_projections::{
     incidents::{correlated_alert_id, IncidentsReadModel},
-    AppendAnnouncer, Projector,
+    Projector,
 };
 
 use crate::{
     error::AppError,
-    event_store::Actor,
+    event_store::{Actor, EventStore},
     incident_merge::{append, envelopes, load, Attempt, MAX_ATTEMPTS},
 };
 
@@ -33,7 +33,7 @@ use crate::{
 /// merged into this one (an alert opens at most one incident).
 pub async fn split(
     db: &PgPool,
-    announcer: &AppendAnnouncer,
+    events: &EventStore,
     actor: Actor<'_>,
     user_id: &str,
     source_id: Uuid,
@@ -44,15 +44,16 @@ pub async fn split(
     for attempt in 1..=MAX_ATTEMPTS {
         let mut tx = db.begin().await?;
         let split = match try_split(&mut tx, &projector, &actor, user_id, source_id, alert_id, new_id).await {
-            Ok(()) => tx.commit().await.map_err(Attempt::from),
+            Ok(appended) => tx.commit().await.map(|()| appended).map_err(Attempt::from),
             Err(failed) => {
                 let _ = tx.rollback().await;
                 Err(failed)
             }
         };
         match split {
-            Ok(()) => {
-                announcer.announce(Incident::TYPE);
+            Ok(appended) => {
+                events.incident_events_appended.inc_by(appended as u64);
+                events.announcer.announce(Incident::TYPE);
                 return Ok(new_id);
             }
             Err(Attempt::LostRace) if attempt < MAX_ATTEMPTS => {
@@ -76,7 +77,7 @@ async fn try_split(
     source_id: Uuid,
     alert_id: Uuid,
     new_id: Uuid,
-) -> Result<(), Attempt> {
+) -> Result<usize, Attempt> {
     let (history, source, source_sequence) = load(conn, source_id).await?;
     let alerts = alerts_in(history.into_iter().map(|event| event.payload));
     let position = alerts
@@ -129,7 +130,7 @@ async fn try_split(
         .bind(user_id)
         .execute(&mut *conn)
         .await?;
-    Ok(())
+    Ok(source_events.len() + new_events.len())
 }
 
 /// The distinct services of every alert but the one at `left`, in order of first appearance.

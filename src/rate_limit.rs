@@ -272,6 +272,7 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
     let mut response = if decision.allowed {
         next.run(request).await
     } else {
+        state.metrics.rate_limit.refused(scope.name());
         AppError::RateLimited {
             limit: decision.limit,
             retry_after_secs: decision.reset_secs(),

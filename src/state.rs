@@ -9,7 +9,7 @@ use crate::{
     config::Config,
     event_store::EventStore,
     ingest::pipeline::IngestPipeline,
-    metrics::HttpMetrics,
+    metrics::Metrics,
     rate_limit::RateLimiter,
     vector_store::VectorStore,
 };
@@ -56,7 +56,7 @@ pub struct Services {
     /// Which sessions have a reply being written (one at a time per session).
     pub reply_turns: Arc<crate::agent::turns::ReplyTurns>,
     pub rate_limiter: Arc<RateLimiter>,
-    pub metrics: Arc<HttpMetrics>,
+    pub metrics: Arc<Metrics>,
     pub passwords: PasswordHasher,
     pub login_sessions: LoginSessions,
     /// Where this instance's own WebSocket listener can be reached (for the health check).

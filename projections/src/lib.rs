@@ -8,12 +8,14 @@ pub mod connections;
 mod error;
 pub mod incident_analysis;
 pub mod incidents;
+mod lag;
 mod projector;
 mod tail;
 pub mod topology;
 
 pub use checksum::{checksums, TableChecksum};
 pub use error::ProjectionError;
+pub use lag::{lag, ConsumerLag};
 pub use projector::{load_all, Projector, ReadModel};
 pub use tail::{
     listen_for_appends, replay, replay_in_batches, AppendAnnouncer, EventConsumer, Payloads, StoredEvent, Tail,

@@ -236,7 +236,7 @@ impl Tail {
     /// not the events already projected when the consumer skips those. The types are written
     /// out rather than bound so that the planner can prove that a partial index made for these
     /// reads (`events_tail_reactions`, `events_tail_unprojected`) holds every event asked for.
-    fn selection(&self) -> String {
+    pub(crate) fn selection(&self) -> String {
         let mut condition = String::new();
         if let Payloads::OfTypes(types) = self.consumer.payloads() {
             let listed: Vec<String> = types

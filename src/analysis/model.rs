@@ -12,7 +12,10 @@ use vigil_llm::{
     Usage,
 };
 
-use crate::config::Config;
+use crate::{
+    config::Config,
+    metrics::{ModelMetrics, ModelOutcome},
+};
 
 /// What a call is for, for its usage record.
 pub struct Call<'a> {
@@ -26,6 +29,7 @@ pub struct Model {
     client: Arc<dyn LanguageModel>,
     pricing: Pricing,
     db: PgPool,
+    metrics: ModelMetrics,
 }
 
 impl Model {
@@ -47,7 +51,14 @@ impl Model {
             client: Arc::new(client),
             pricing,
             db: db.clone(),
+            metrics: ModelMetrics::default(),
         }))
+    }
+
+    /// Counts its calls in `metrics` (the service's registry) as well as in `llm_usage`.
+    pub fn with_metrics(mut self, metrics: ModelMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     pub fn name(&self) -> &str {
@@ -77,12 +88,14 @@ impl Model {
             record: Some(UsageRecord {
                 db: self.db.clone(),
                 pricing: self.pricing.clone(),
+                metrics: self.metrics.clone(),
                 user_id: call.user_id.to_owned(),
                 session_id: call.session_id.map(str::to_owned),
                 model: model.clone(),
                 provider: self.client.provider().to_owned(),
                 request_type: call.request_type,
                 started,
+                cancelled: false,
             }),
             request,
             answering: false,
@@ -126,16 +139,31 @@ impl Model {
 struct UsageRecord {
     db: PgPool,
     pricing: Pricing,
+    metrics: ModelMetrics,
     user_id: String,
     session_id: Option<String>,
     model: String,
     provider: String,
     request_type: &'static str,
     started: Instant,
+    /// Dropped before its end (the reply was cancelled).
+    cancelled: bool,
 }
 
 impl UsageRecord {
     async fn insert(self, usage: Usage, error: Option<String>, metadata: serde_json::Value) {
+        let outcome = match (&error, self.cancelled) {
+            (_, true) => ModelOutcome::Cancelled,
+            (Some(_), false) => ModelOutcome::Error,
+            (None, false) => ModelOutcome::Ok,
+        };
+        self.metrics.observe(
+            self.request_type,
+            outcome,
+            (usage.input_tokens, usage.output_tokens),
+            self.pricing.cost(&self.model, usage),
+            self.started.elapsed(),
+        );
         let recorded = sqlx::query(
             "INSERT INTO llm_usage (user_id, session_id, model_name, api_provider, request_type, input_tokens,
                  output_tokens, estimated_cost, response_time_ms, error_message, request_metadata)
@@ -190,7 +218,8 @@ impl UnfinishedCall {
 
 impl Drop for UnfinishedCall {
     fn drop(&mut self) {
-        let Some(record) = self.record.take() else { return };
+        let Some(mut record) = self.record.take() else { return };
+        record.cancelled = true;
         let usage = self.estimate();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(record.insert(

@@ -30,6 +30,7 @@ use crate::{
         service::alert_evidence,
     },
     jobs::{JobContext, JobFailure, JobHandler, NewJob},
+    metrics::AnalysisOutcome,
     state::AppState,
 };
 
@@ -78,6 +79,22 @@ impl JobHandler for RcaHandler {
     }
 
     async fn run(&self, job: &JobContext) -> Result<Value, JobFailure> {
+        let started = std::time::Instant::now();
+        let result = self.run_once(job).await;
+        let outcome = match &result {
+            Ok(result) if result.get("skipped").is_some() => AnalysisOutcome::Skipped,
+            Ok(_) => AnalysisOutcome::Completed,
+            Err(JobFailure::Retryable(_)) if !job.is_last_attempt() => AnalysisOutcome::Retried,
+            Err(JobFailure::Cancelled(_)) => AnalysisOutcome::Cancelled,
+            Err(_) => AnalysisOutcome::Failed,
+        };
+        self.state.metrics.analysis.observe(outcome, started.elapsed());
+        result
+    }
+}
+
+impl RcaHandler {
+    async fn run_once(&self, job: &JobContext) -> Result<Value, JobFailure> {
         let payload: RcaPayload = job.payload_as()?;
         match self.analyse(job, &payload).await {
             Ok(result) => Ok(result),
@@ -93,9 +110,7 @@ impl JobHandler for RcaHandler {
             }
         }
     }
-}
 
-impl RcaHandler {
     async fn analyse(&self, job: &JobContext, payload: &RcaPayload) -> Result<Value, JobFailure> {
         let state = &self.state;
         let Some(incident) = read::find_incident(&state.db, &payload.user_id, payload.incident_id).await? else {

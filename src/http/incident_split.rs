@@ -66,7 +66,7 @@ async fn split_alert(
     owned(&state, &user, source_id).await?;
     let new_id = incident_split::split(
         &state.db,
-        &state.events.announcer,
+        &state.events,
         Actor::User(&user.id),
         &user.id,
         source_id,

@@ -721,7 +721,7 @@ async fn merge_alert(
     owned(&state, &user, source_id).await?;
     incident_merge::merge(
         &state.db,
-        &state.events.announcer,
+        &state.events,
         Actor::User(&user.id),
         &user.id,
         source_id,

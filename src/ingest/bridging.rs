@@ -123,15 +123,7 @@ impl JobHandler for BridgeHandler {
         } else {
             (second, first)
         };
-        let merged = incident_merge::merge(
-            &state.db,
-            &state.events.announcer,
-            ACTOR,
-            &user_id,
-            source.id,
-            target.id,
-        )
-        .await;
+        let merged = incident_merge::merge(&state.db, &state.events, ACTOR, &user_id, source.id, target.id).await;
         match merged {
             Ok(()) => Ok(json!({ "merged": source.id, "into": target.id })),
             // Merged meanwhile (by a user, or by another bridge): nothing left to do.

@@ -191,6 +191,7 @@ async fn place(placer: &Placer, conn: &mut LaneConnection, batch: Vec<Submission
         Err(error) if notifications.len() == 1 => {
             let only = notifications.into_iter().zip(replies).next();
             let (notification, reply) = only.expect("one reply per notification");
+            placer.refused(&notification);
             let _ = reply.send((Err(error), notification));
         }
         Err(error) => {
@@ -200,6 +201,9 @@ async fn place(placer: &Placer, conn: &mut LaneConnection, batch: Vec<Submission
                     .place(placer, std::slice::from_ref(&notification))
                     .await
                     .map(|mut outcomes| outcomes.pop().unwrap_or_default());
+                if outcome.is_err() {
+                    placer.refused(&notification);
+                }
                 let _ = reply.send((outcome, notification));
             }
         }

@@ -52,7 +52,7 @@ use super::{
 use crate::{
     error::AppError,
     event_store::Actor,
-    metrics::{PhaseClock, PlacementMetrics, PlacementPhase},
+    metrics::{AlertTally, Fate, PhaseClock, PlacementMetrics, PlacementPhase},
     topology::TopologyCache,
     vector_store::VectorStore,
 };
@@ -232,6 +232,11 @@ impl Placer {
         self
     }
 
+    /// Counts the alerts of notifications placement refused (their batch failed).
+    pub fn refused(&self, notification: &Notification) {
+        self.metrics.refused(&notification.alerts);
+    }
+
     /// The vector store whose embeddings placement compares ([`Notification::new`] needs it).
     pub fn vectors(&self) -> &VectorStore {
         &self.vectors
@@ -315,7 +320,7 @@ impl Placer {
                 placed
             }
         };
-        self.metrics.observe_batch(placed.alerts, &clock);
+        self.metrics.observe_batch(placed.alerts, &clock, &placed.tally);
         self.announcer.announce(Incident::TYPE);
         self.remember(placed.states);
         Ok(placed.outcomes)
@@ -403,12 +408,15 @@ impl Placer {
                 // A recovery recorded while no incident held its alert (it came ahead of its
                 // firing), delivered again now that one does: it resolves that incident, once.
                 let row = &found.deliveries[index];
+                let mut fate = Fate::Deduplicated;
                 if alert.resolved && row.recorded && row.incident_id.is_none() && adopted.insert(row.id) {
                     if let Some(incident_id) = recovery_target() {
                         plan.command(incident_id, item.resolve_alert(row.id));
                         plan.adoptions.push((row.id, incident_id));
+                        fate = Fate::Resolved;
                     }
                 }
+                plan.tally.count(alert.source, fate);
                 continue;
             };
             let occurrence = item.occurrence();
@@ -417,10 +425,17 @@ impl Placer {
                 if let Some(incident_id) = incident {
                     plan.command(incident_id, item.resolve_alert(alert_id));
                 }
+                let fate = if incident.is_some() {
+                    Fate::Resolved
+                } else {
+                    Fate::Unmatched
+                };
+                plan.tally.count(alert.source, fate);
                 incident.map(|incident_id| (incident_id, false))
             } else if let Some(&incident_id) = placed_occurrences.get(&occurrence).or_else(|| holders.get(&occurrence))
             {
                 // A state change of an alert an open incident already holds (acknowledged, re-notified).
+                plan.tally.count(alert.source, Fate::Updated);
                 Some((incident_id, false))
             } else {
                 let user_candidates = candidates.entry(item.user_id).or_default();
@@ -442,6 +457,7 @@ impl Placer {
                             .map(|&(index, _)| user_candidates.ids[index])
                             .collect();
                         let (score, strategy) = (found.score.total, found.score.strategy);
+                        plan.tally.correlated(alert.source, strategy, score);
                         let incident_id = user_candidates.took_alert(found.index, new_alert);
                         plan.command(
                             incident_id,
@@ -474,6 +490,7 @@ impl Placer {
                             },
                         );
                         plan.opened.push(incident_id);
+                        plan.tally.count(alert.source, Fate::Opened);
                         user_candidates.opened(incident_id, new_alert);
                         Some((incident_id, false))
                     }
@@ -558,10 +575,13 @@ impl Placer {
             };
             outcomes[item.notification].push(outcome);
         }
+        plan.tally
+            .appended(streams.iter().map(|(_, events)| events.len()).sum());
         Ok(Placed {
             outcomes,
             states,
             alerts: items.len(),
+            tally: plan.tally,
         })
     }
 
@@ -721,11 +741,13 @@ enum Mode {
 }
 
 /// What a written attempt leaves: the outcomes, in the notifications' order; the incidents'
-/// states after it, to remember once it is committed; how many alerts it held.
+/// states after it, to remember once it is committed; how many alerts it held, and what became
+/// of them (counted once it is committed).
 struct Placed {
     outcomes: Vec<Vec<IngestedAlert>>,
     states: HashMap<Uuid, (Incident, usize)>,
     alerts: usize,
+    tally: AlertTally,
 }
 
 type Commanded = (
@@ -798,6 +820,7 @@ struct Plan {
     /// Recoveries recorded before any incident held their alert (delivered ahead of its firing),
     /// delivered again now that one does: each row's id and the incident it now resolves.
     adoptions: Vec<(i64, Uuid)>,
+    tally: AlertTally,
 }
 
 impl Plan {

@@ -248,6 +248,7 @@ impl Connection {
             return Err(Refusal::new(NOT_YOURS, "USER_MISMATCH"));
         }
         if let Err(wait) = within_rate {
+            self.state.metrics.rate_limit.refused("websocket");
             return Err(Refusal::new(
                 format!(
                     "Rate limit exceeded: at most {} messages per 60 seconds. Please wait {} seconds and retry.",

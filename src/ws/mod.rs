@@ -42,6 +42,7 @@ pub async fn serve(listener: TcpListener, state: AppState, shutdown: Cancellatio
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let Ok(place) = places.clone().try_acquire_owned() else {
+                        state.metrics.websocket.refused.inc();
                         tokio::spawn(refusal::refuse_when_full(stream));
                         continue;
                     };
@@ -126,6 +127,8 @@ where
     Si: Sink<Message, Error = tungstenite::Error> + Unpin,
     St: Stream<Item = Result<Message, tungstenite::Error>> + Unpin,
 {
+    let metrics = state.metrics.websocket.clone();
+    let _open = metrics.open();
     let (outbox, mut outgoing) = Outbox::new(OUTBOUND_QUEUE);
     let overflowed = outbox.overflowed().clone();
     let mut connection = Connection::new(state, outbox);
@@ -145,12 +148,16 @@ where
                         _ = &mut ended => break,
                         _ = &mut grace => break,
                         Some(message) = outgoing.recv() => {
-                            let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(message.to_frame())).await;
+                            if let Ok(Ok(())) = tokio::time::timeout(WRITE_TIMEOUT, sink.send(message.to_frame())).await {
+                                metrics.sent.inc();
+                            }
                         }
                     }
                 }
                 while let Ok(message) = outgoing.try_recv() {
-                    let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(message.to_frame())).await;
+                    if let Ok(Ok(())) = tokio::time::timeout(WRITE_TIMEOUT, sink.send(message.to_frame())).await {
+                        metrics.sent.inc();
+                    }
                 }
                 let goodbye = CloseFrame {
                     code: CloseCode::Away,
@@ -162,7 +169,7 @@ where
             _ = overflowed.cancelled() => break Ok(()),
             Some(message) = outgoing.recv() => {
                 match tokio::time::timeout(WRITE_TIMEOUT, sink.send(message.to_frame())).await {
-                    Ok(Ok(())) => {}
+                    Ok(Ok(())) => metrics.sent.inc(),
                     Ok(Err(error)) => break Err(error),
                     Err(_) => break Ok(()),
                 }
@@ -186,8 +193,14 @@ where
                     let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(Message::Close(Some(frame)))).await;
                     break Ok(());
                 }
-                Some(Ok(Message::Text(text))) => connection.handle(text.as_str()),
-                Some(Ok(Message::Binary(_))) => connection.reject("binary frames are not supported; send JSON text"),
+                Some(Ok(Message::Text(text))) => {
+                    metrics.received.inc();
+                    connection.handle(text.as_str());
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    metrics.received.inc();
+                    connection.reject("binary frames are not supported; send JSON text");
+                }
                 Some(Ok(_)) => {} // ping/pong are answered by tungstenite
             },
         }
