@@ -21,7 +21,7 @@ use vigil_projections::{
     AppendAnnouncer, EventConsumer, Projector, ReadModel, Tail, TailWakers,
 };
 
-use crate::metrics::EventMetrics;
+use prometheus::{IntCounter, IntCounterVec, Registry};
 
 /// How often a command is tried before it gives up losing optimistic-concurrency races. Two
 /// instances hammering one chat session (20 PUTs at once, split between them) lost about half of
@@ -255,5 +255,54 @@ where
                 return result;
             }
         }
+    }
+}
+
+/// Events appended to the store, per aggregate type (`vigil_events_appended_total`).
+#[derive(Clone)]
+pub struct EventMetrics {
+    appended: IntCounterVec,
+}
+
+impl EventMetrics {
+    pub(crate) fn registered_in(registry: &Registry) -> Self {
+        let appended = IntCounterVec::new(
+            prometheus::Opts::new(
+                "vigil_events_appended_total",
+                "Events appended to the event store, by aggregate type",
+            ),
+            &["aggregate_type"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(appended.clone()))
+            .expect("metric registered once");
+        Self { appended }
+    }
+
+    /// The counter of `aggregate_type`'s events (resolve it once, then add to it).
+    pub fn appended(&self, aggregate_type: &str) -> IntCounter {
+        self.appended.with_label_values(&[aggregate_type])
+    }
+
+    /// A query for cqrs-es that counts each committed command's events (it runs after the commit).
+    pub fn counting<A: Aggregate>(&self) -> CountAppended {
+        CountAppended(self.appended(A::TYPE))
+    }
+}
+
+impl Default for EventMetrics {
+    fn default() -> Self {
+        Self::registered_in(&Registry::new())
+    }
+}
+
+/// See [`EventMetrics::counting`].
+pub struct CountAppended(IntCounter);
+
+#[async_trait::async_trait]
+impl<A: Aggregate> cqrs_es::Query<A> for CountAppended {
+    async fn dispatch(&self, _aggregate_id: &str, events: &[cqrs_es::EventEnvelope<A>]) {
+        self.0.inc_by(events.len() as u64);
     }
 }

@@ -151,11 +151,8 @@ async fn check_vector_store(state: &AppState) -> Check {
     }
 }
 
-/// Workers whose heartbeat is this recent count as live.
-pub(crate) const LIVE_WORKER_WINDOW: Duration = Duration::from_secs(30);
-
 async fn check_task_queue(state: &AppState) -> Check {
-    match crate::jobs::live_workers(&state.db, LIVE_WORKER_WINDOW).await {
+    match crate::jobs::live_workers(&state.db, crate::jobs::LIVE_WORKER_WINDOW).await {
         Ok(0) => Check::degraded(
             "0 active workers",
             "no task queue worker is active: background jobs wait until one starts",

@@ -8,5 +8,6 @@ pub mod incident;
 pub mod incident_analysis;
 pub mod ledger;
 pub mod signatures;
+pub mod source;
 pub mod topology;
 pub mod verdict_gate;

@@ -13,7 +13,7 @@ use crate::{
     ws::protocol::{ChatQuery, Mode},
 };
 
-pub const INCIDENT_CHAT_JOB: &str = "incident_chat";
+pub use crate::jobs::kinds::INCIDENT_CHAT_JOB;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct IncidentChatPayload {

@@ -20,7 +20,7 @@ use crate::{
     state::AppState,
 };
 
-pub const POSTMORTEM_JOB: &str = "postmortem";
+pub use crate::jobs::kinds::POSTMORTEM_JOB;
 
 /// The unique key of the postmortem job of one resolution (the event's sequence tells
 /// resolutions apart; rereading the event enqueues nothing new).

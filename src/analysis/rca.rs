@@ -34,7 +34,7 @@ use crate::{
     state::AppState,
 };
 
-pub const RCA_JOB: &str = "rca";
+pub use crate::jobs::kinds::RCA_JOB;
 /// How far around an incident the analysis looks at the user's other alerts.
 const NEARBY_WINDOW: Duration = Duration::minutes(15);
 /// The most of them it reads (the oldest first).

@@ -17,7 +17,7 @@ use crate::{
     state::AppState,
 };
 
-pub const CLOUD_A_SETUP_JOB: &str = "cloud_a_setup";
+pub use crate::jobs::kinds::CLOUD_A_SETUP_JOB;
 pub const TOTAL_STEPS: u32 = 7;
 
 /// What each step reports while it runs.

@@ -20,7 +20,7 @@ use crate::{
     state::AppState,
 };
 
-pub const BRIDGE_JOB: &str = "merge_bridged_incidents";
+pub use crate::jobs::kinds::BRIDGE_JOB;
 const ACTOR: Actor<'static> = Actor::System("correlation");
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -234,7 +234,8 @@ impl Placer {
 
     /// Counts the alerts of notifications placement refused (their batch failed).
     pub fn refused(&self, notification: &Notification) {
-        self.metrics.refused(&notification.alerts);
+        self.metrics
+            .refused(notification.alerts.iter().map(|alert| alert.source));
     }
 
     /// The vector store whose embeddings placement compares ([`Notification::new`] needs it).

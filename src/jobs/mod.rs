@@ -59,7 +59,27 @@ pub use self::handler::{Cancelled, JobContext, JobFailure, JobHandler};
 pub use self::model::{
     AttemptError, CancelOutcome, Enqueued, JobRecord, JobState, NewJob, UnknownJobState, DEFAULT_MAX_ATTEMPTS,
 };
-pub use self::queue::{cancel, enqueue, enqueue_in, enqueue_many_in, find_by_unique_key, get, live_workers, requeue};
+/// The kinds of job this service enqueues, named here so that the queue's gauges (and anything
+/// else below the features) can list them without importing the features.
+pub mod kinds {
+    pub const RCA_JOB: &str = "rca";
+    pub const POSTMORTEM_JOB: &str = "postmortem";
+    pub const INCIDENT_CHAT_JOB: &str = "incident_chat";
+    pub const CLOUD_A_SETUP_JOB: &str = "cloud_a_setup";
+    pub const BRIDGE_JOB: &str = "merge_bridged_incidents";
+    /// Every kind above.
+    pub const ALL: [&str; 5] = [
+        RCA_JOB,
+        POSTMORTEM_JOB,
+        INCIDENT_CHAT_JOB,
+        CLOUD_A_SETUP_JOB,
+        BRIDGE_JOB,
+    ];
+}
+
+pub use self::queue::{
+    cancel, enqueue, enqueue_in, enqueue_many_in, find_by_unique_key, get, live_workers, requeue, LIVE_WORKER_WINDOW,
+};
 pub use self::worker::{default_worker_id, Worker, WorkerConfig};
 
 /// The channel the `jobs_available` trigger notifies, with the job's kind as payload.

@@ -176,6 +176,9 @@ pub async fn requeue(pool: &PgPool, id: i64) -> Result<bool, JobError> {
 }
 
 /// How many workers have sent a heartbeat within `within`.
+/// Workers whose heartbeat is this recent count as live.
+pub const LIVE_WORKER_WINDOW: Duration = Duration::from_secs(30);
+
 pub async fn live_workers(pool: &PgPool, within: Duration) -> Result<i64, JobError> {
     let count = sqlx::query_scalar(
         "SELECT count(*) FROM job_workers WHERE heartbeat_at > now() - $1 * interval '1 millisecond'",

@@ -4,63 +4,16 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-use cqrs_es::{Aggregate, EventEnvelope, Query};
 use prometheus::{CounterVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 use super::registered;
-use crate::ingest::parsers::Source;
+use vigil_aggregates::source::Source;
 
 fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     registered(
         registry,
         IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
     )
-}
-
-/// Events appended to the store, per aggregate type (`vigil_events_appended_total`).
-#[derive(Clone)]
-pub struct EventMetrics {
-    appended: IntCounterVec,
-}
-
-impl EventMetrics {
-    pub(super) fn registered_in(registry: &Registry) -> Self {
-        Self {
-            appended: counter_vec(
-                registry,
-                "vigil_events_appended_total",
-                "Events appended to the event store, by aggregate type",
-                &["aggregate_type"],
-            ),
-        }
-    }
-
-    /// The counter of `aggregate_type`'s events (resolve it once, then add to it).
-    pub fn appended(&self, aggregate_type: &str) -> IntCounter {
-        self.appended.with_label_values(&[aggregate_type])
-    }
-
-    /// A query for cqrs-es that counts each committed command's events (it runs after the commit).
-    pub fn counting<A: Aggregate>(&self) -> CountAppended {
-        CountAppended(self.appended(A::TYPE))
-    }
-}
-
-impl Default for EventMetrics {
-    fn default() -> Self {
-        Self::registered_in(&Registry::new())
-    }
-}
-
-/// See [`EventMetrics::counting`].
-pub struct CountAppended(IntCounter);
-
-#[async_trait]
-impl<A: Aggregate> Query<A> for CountAppended {
-    async fn dispatch(&self, _aggregate_id: &str, events: &[EventEnvelope<A>]) {
-        self.0.inc_by(events.len() as u64);
-    }
 }
 
 /// How a root cause analysis job ended (the `outcome` label).

@@ -21,12 +21,13 @@ use prometheus::{core::Collector, Encoder, HistogramOpts, HistogramVec, IntCount
 use self::scrape::ScrapeGauges;
 pub use self::{
     families::{
-        AnalysisMetrics, AnalysisOutcome, EventMetrics, ModelMetrics, ModelOutcome, OpenConnection, RateLimitMetrics,
+        AnalysisMetrics, AnalysisOutcome, ModelMetrics, ModelOutcome, OpenConnection, RateLimitMetrics,
         WebSocketMetrics,
     },
     placement::{AlertTally, Fate, PhaseClock, PlacementMetrics, PlacementPhase},
     scrape::LAG_EVENTS_CAP,
 };
+pub use crate::event_store::EventMetrics;
 
 use crate::{
     error::{AppError, InternalErrorReport},

@@ -8,8 +8,9 @@ use cqrs_es::Aggregate;
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 use vigil_aggregates::{correlation::Strategy, incident::Incident};
 
-use super::{families::EventMetrics, registered};
-use crate::ingest::parsers::{NormalizedAlert, Source};
+use super::registered;
+use crate::event_store::EventMetrics;
+use vigil_aggregates::source::Source;
 
 /// How alert placement spends a batch (see `ingest::placement`): how many alerts each committed
 /// batch held, and the wall time of each of its steps, from the lane's side (a database step
@@ -165,9 +166,9 @@ impl PlacementMetrics {
     }
 
     /// Counts the alerts of a notification placement refused (its batch failed).
-    pub fn refused(&self, alerts: &[NormalizedAlert]) {
-        for alert in alerts {
-            self.alerts[alert.source as usize][Fate::Refused as usize].inc();
+    pub fn refused(&self, sources: impl IntoIterator<Item = Source>) {
+        for source in sources {
+            self.alerts[source as usize][Fate::Refused as usize].inc();
         }
     }
 }

@@ -17,13 +17,7 @@ pub const LAG_EVENTS_CAP: i64 = 10_000;
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The job kinds this service enqueues: each shows a depth (0 when none wait), so that a rule
 /// over them never lacks a series.
-const JOB_KINDS: [&str; 5] = [
-    crate::analysis::rca::RCA_JOB,
-    crate::analysis::postmortem::POSTMORTEM_JOB,
-    crate::analysis::incident_chat::INCIDENT_CHAT_JOB,
-    crate::connections::CLOUD_A_SETUP_JOB,
-    crate::ingest::bridging::BRIDGE_JOB,
-];
+const JOB_KINDS: [&str; 5] = crate::jobs::kinds::ALL;
 
 pub struct ScrapeGauges {
     queue_depth: IntGaugeVec,
@@ -188,7 +182,7 @@ async fn job_queue(pool: &sqlx::PgPool) -> sqlx::Result<(Vec<(String, i64, f64, 
     )
     .fetch_all(pool)
     .await?;
-    let workers = crate::jobs::live_workers(pool, crate::health::LIVE_WORKER_WINDOW)
+    let workers = crate::jobs::live_workers(pool, crate::jobs::LIVE_WORKER_WINDOW)
         .await
         .map_err(|error| match error {
             crate::jobs::JobError::Database(error) => error,

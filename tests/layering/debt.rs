@@ -24,6 +24,7 @@ pub const KNOWN_DEBT: &[(&str, &str, &str)] = &[
     ("db", "ingest", "db::service_connections names the lanes' connections by ingest::placement::LANE_APPLICATION_NAME"),
     ("metrics", "state", "the /metrics handler and the request-observing middleware live in metrics.rs and take AppState"),
     ("ingest", "metrics", "placement reports its phases to metrics::PlacementMetrics; a cycle through metrics -> state"),
+    ("analysis", "metrics", "the RCA job and the model client count into metrics' families; a cycle through metrics -> state"),
     // The HTTP middleware and the state that holds everything form one loop.
     ("auth", "state", "the identity extractors read login sessions and config from AppState"),
     ("db_circuit", "state", "the database gate is a middleware over AppState"),
