@@ -79,6 +79,19 @@ pub trait ReadModel<A: Aggregate>: Send + Sync + 'static {
         }
     }
 
+    /// [`Self::apply_runs`] for events read from the store, whose positions there are known:
+    /// `positions` holds them in the order of `runs` flattened. A read model that keys rows by
+    /// position takes them from here rather than reading them again.
+    fn apply_runs_at(
+        &self,
+        conn: &mut PgConnection,
+        runs: &[Vec<&EventEnvelope<A>>],
+        positions: &[i64],
+    ) -> impl std::future::Future<Output = Result<(), ProjectionError>> + Send {
+        let _ = positions;
+        self.apply_runs(conn, runs)
+    }
+
     /// Empties the read tables (before a replay).
     fn truncate(
         &self,
@@ -323,6 +336,7 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
             given.entry(row.aggregate_id.as_str()).or_default().push(row);
         }
         let mut envelopes = Vec::with_capacity(ranges.len());
+        let mut positions = Vec::with_capacity(events.len());
         for &(aggregate_id, from, to) in &ranges {
             let rows = given.get(aggregate_id).map_or(&[][..], Vec::as_slice);
             if rows.len() as i64 != to - from + 1 {
@@ -337,6 +351,7 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
                     .map(|row| row.envelope::<A>())
                     .collect::<Result<Vec<_>, _>>()?,
             );
+            positions.extend(rows.iter().map(|row| row.global_position));
         }
         let runs: Vec<Vec<&EventEnvelope<A>>> = envelopes.iter().map(|run| run.iter().collect()).collect();
         // Without waiting for the WAL flush: the tail's checkpoint is written after this commit,
@@ -345,7 +360,7 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
         sqlx::query("SET LOCAL synchronous_commit = off")
             .execute(&mut *tx)
             .await?;
-        self.read_model.apply_runs(&mut tx, &runs).await?;
+        self.read_model.apply_runs_at(&mut tx, &runs, &positions).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -196,15 +196,8 @@ impl Tail {
     /// Reads the next batch after the checkpoint, hands it to the consumer, and moves the
     /// checkpoint to its last event, on `conn`, in one read and one write.
     async fn read_batch(&self, conn: &mut PgConnection) -> Result<Batch, ProjectionError> {
-        // A replay reads every event whole: its consumer applies them all, and would fetch them.
-        let (payload, metadata) = match self.consumer.payloads() {
-            Payloads::None if !self.includes_projected => ("'null'::json", "'null'::json"),
-            Payloads::None | Payloads::All | Payloads::OfTypes(_) => ("payload", "metadata"),
-        };
         let events: Vec<StoredEvent> = sqlx::query_as(&format!(
-            "SELECT global_position, transaction_id::text::bigint AS transaction_id, aggregate_type, aggregate_id,
-                    sequence, event_type, event_version, {payload} AS payload, {metadata} AS metadata, recorded_at
-             FROM events
+            "SELECT {columns} FROM events
              WHERE aggregate_type = $1{selection}
                AND (transaction_id, global_position) > (
                    COALESCE((SELECT transaction_id FROM event_consumer_checkpoints WHERE name = $2), '0'::xid8),
@@ -212,6 +205,7 @@ impl Tail {
                AND transaction_id < {SAFE_HORIZON}
              ORDER BY events.transaction_id, events.global_position
              LIMIT $3",
+            columns = self.columns(),
             selection = self.selection()
         ))
         .bind(self.consumer.aggregate_type())
@@ -229,6 +223,44 @@ impl Tail {
             handed_over: events.len() as u64,
             full: events.len() as i64 == self.batch_size,
         })
+    }
+
+    /// The next batch after `after` (a transaction id and a position), without reading the
+    /// checkpoint: a replay reads a batch while its consumer applies the one before.
+    async fn read_after(
+        &self,
+        conn: &mut PgConnection,
+        after: (i64, i64),
+    ) -> Result<Vec<StoredEvent>, ProjectionError> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {columns} FROM events
+             WHERE aggregate_type = $1{selection}
+               AND (transaction_id, global_position) > ($2::bigint::text::xid8, $3)
+               AND transaction_id < {SAFE_HORIZON}
+             ORDER BY events.transaction_id, events.global_position
+             LIMIT $4",
+            columns = self.columns(),
+            selection = self.selection()
+        ))
+        .bind(self.consumer.aggregate_type())
+        .bind(after.0)
+        .bind(after.1)
+        .bind(self.batch_size)
+        .fetch_all(conn)
+        .await?)
+    }
+
+    /// The columns a tail reads: every event whole in a replay (its consumer applies them all,
+    /// and would fetch them), without payload and metadata for a consumer that asks for none.
+    fn columns(&self) -> String {
+        let (payload, metadata) = match self.consumer.payloads() {
+            Payloads::None if !self.includes_projected => ("'null'::json", "'null'::json"),
+            Payloads::None | Payloads::All | Payloads::OfTypes(_) => ("payload", "metadata"),
+        };
+        format!(
+            "global_position, transaction_id::text::bigint AS transaction_id, aggregate_type, aggregate_id, \
+             sequence, event_type, event_version, {payload} AS payload, {metadata} AS metadata, recorded_at"
+        )
     }
 
     /// Which of its aggregate type's events the tail reads, as a condition to follow
@@ -442,12 +474,31 @@ async fn rebuild(tail: &Tail, consumer: &Arc<dyn EventConsumer>, last: (i64, i64
     .await?;
     let mut progress = Progress::new(consumer.name(), total as u64);
     let deadline = tokio::time::Instant::now() + REPLAY_PATIENCE;
-    let mut conn = tail.pool.acquire().await?;
+    // Two connections beside the consumer's: one reads the next batch while the consumer applies
+    // the one before, the other moves the checkpoint.
+    let (mut reader, mut writer) = (tail.pool.acquire().await?, tail.pool.acquire().await?);
+    let mut after = (0, 0);
+    let mut next = tail.read_after(&mut reader, after).await?;
     loop {
-        let batch = tail.read_batch(&mut conn).await?;
-        progress.advance(batch.handed_over);
-        if batch.full {
-            continue;
+        let events = std::mem::take(&mut next);
+        if let Some(last) = events.last() {
+            let position = (last.transaction_id, last.global_position);
+            let full = events.len() as i64 == tail.batch_size;
+            let following = async {
+                match full {
+                    true => tail.read_after(&mut reader, position).await,
+                    false => Ok(Vec::new()),
+                }
+            };
+            let (consumed, following) = tokio::join!(consumer.consume(&events), following);
+            consumed?;
+            save_checkpoint(&mut writer, consumer.name(), position.0, position.1).await?;
+            progress.advance(events.len() as u64);
+            after = position;
+            next = following?;
+            if full {
+                continue;
+            }
         }
         if tail.has_read_through(last).await? {
             return Ok(progress.done());
@@ -459,6 +510,7 @@ async fn rebuild(tail: &Tail, consumer: &Arc<dyn EventConsumer>, last: (i64, i64
             });
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+        next = tail.read_after(&mut reader, after).await?;
     }
 }
 

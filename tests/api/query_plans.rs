@@ -110,10 +110,10 @@ async fn key_lookups_stay_primary_key_probes_when_planned_on_empty_tables() {
 #[tokio::test]
 async fn a_replay_and_a_catch_up_read_events_by_index_without_sorting() {
     let app = spawn_app_without_workers().await;
-    // Three connections: the replay holds its consumer's lock on one while it reads on another,
-    // and the projection writes on the third.
+    // Four connections: the replay holds its consumer's lock on one, reads on another and moves
+    // its checkpoint on a third, and the projection writes on the fourth.
     let pool = PgPoolOptions::new()
-        .max_connections(3)
+        .max_connections(4)
         .connect_with((*app.db.connect_options()).clone())
         .await
         .unwrap();
@@ -139,12 +139,14 @@ async fn a_replay_and_a_catch_up_read_events_by_index_without_sorting() {
             &["events_tail_by_type"][..],
         ),
         ("DESC LIMIT 1", "events", &["events_tail_by_type"]),
+        // A replay's reads, each after the batch before.
+        ("> ($2::bigint::text::xid8, $3)", "events", &["events_tail_by_type"]),
         // The events a batch's read rows miss, by the store's key.
         ("AS wanted(id, first, last)", "events", &["events_pkey"]),
     ];
     let mut off_key = Vec::new();
     let mut connections = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..4 {
         connections.push(pool.acquire().await.unwrap());
     }
     for (statement, table, indexes) in statements {
