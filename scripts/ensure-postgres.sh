@@ -59,11 +59,18 @@ fi
 
 if ! run_pg "$bin/pg_ctl" -D "$data_dir" status >/dev/null 2>&1; then
   port=55432
-  while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
-  echo "$port" | run_pg tee "$port_file" >/dev/null
-  say "starting the private cluster on port $port"
-  run_pg "$bin/pg_ctl" -D "$data_dir" -l "$data_dir/server.log" -w -t 60 \
-    -o "-p $port -c listen_addresses=127.0.0.1 -k $data_dir -c max_connections=300" start >&2
+  # Another cluster starting at the same moment may take the port found free: try the next.
+  for attempt in 1 2 3 4 5; do
+    while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+    echo "$port" | run_pg tee "$port_file" >/dev/null
+    say "starting the private cluster on port $port"
+    if run_pg "$bin/pg_ctl" -D "$data_dir" -l "$data_dir/server.log" -w -t 60 \
+      -o "-p $port -c listen_addresses=127.0.0.1 -k $data_dir -c max_connections=300" start >&2; then
+      break
+    fi
+    [ "$attempt" -lt 5 ] || { say "the private cluster did not start"; exit 1; }
+    port=$((port + 1 + RANDOM % 50))
+  done
 fi
 
 port=$(cat "$port_file")
