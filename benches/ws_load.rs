@@ -13,10 +13,11 @@
 //! socket streams), and the latency the service adds per chunk. The baseline, measured in the
 //! same run with the same concurrency, is the fake model's own stream read directly over HTTP
 //! from the URL the service itself calls: added latency per chunk = (median time to the service's
-//! END − median time to the model's last byte) / chunks per answer. It is split into what comes
-//! before the first chunk (first chunk − the model's first content event: saving the question,
-//! opening the model call) and after the last (END − last chunk: saving the answer, usage). Any
-//! HTTP answer that is not 2xx stops the run: an error answered at once would time as a fast model.
+//! END − median time to the model's last byte) / chunks per answer. How far the socket is behind
+//! the model is also shown at the first chunk (the model's first content event: saving the
+//! question, opening the model call), the last chunk (the model's last content event: what
+//! streaming adds) and END (the model's last byte: saving the answer, the usage). Any HTTP answer
+//! that is not 2xx stops the run: an error answered at once would time as a fast model.
 
 use std::{
     net::TcpListener,
@@ -141,7 +142,8 @@ fn has_content(body: &str) -> bool {
         .any(|(at, pattern)| body[at + pattern.len()..].chars().next().is_some_and(|c| c != '"'))
 }
 
-/// One answer's times, in seconds from its request: the first content, and the end.
+/// One answer's times, in seconds from its request: its first and last text (the socket's first
+/// and last chunk; the model's first and last content event), and its end (END; the last byte).
 #[derive(Clone, Copy)]
 struct Timing {
     first: f64,
@@ -149,8 +151,8 @@ struct Timing {
     end: f64,
 }
 
-/// Reads the model's stream directly from `url`, `concurrency` at once: each stream's first
-/// content and last byte. Panics on a non-2xx answer or a broken stream.
+/// Reads the model's stream directly from `url`, `concurrency` at once. Panics on a non-2xx
+/// answer or a broken stream.
 async fn direct_baseline(url: &str, concurrency: usize) -> Vec<Timing> {
     let client = reqwest::Client::new();
     let tasks: Vec<_> = (0..concurrency)
@@ -167,19 +169,18 @@ async fn direct_baseline(url: &str, concurrency: usize) -> Vec<Timing> {
                     .await
                     .expect("the fake model answers");
                 let mut stream = checked("model baseline", response).await.bytes_stream();
-                let (mut seen, mut first) = (String::new(), None);
+                let (mut first, mut last) = (None, 0.0);
+                // The fake writes each event at once, so an event is never split between reads.
                 while let Some(chunk) = stream.next().await {
                     let chunk = chunk.expect("the fake model's stream reads to its end");
-                    if first.is_none() {
-                        seen.push_str(&String::from_utf8_lossy(&chunk));
-                        if has_content(&seen) {
-                            first = Some(started.elapsed().as_secs_f64());
-                        }
+                    if has_content(&String::from_utf8_lossy(&chunk)) {
+                        last = started.elapsed().as_secs_f64();
+                        first.get_or_insert(last);
                     }
                 }
-                let last = started.elapsed().as_secs_f64();
-                let first = first.unwrap_or_else(|| panic!("the model streamed no text: {seen}"));
-                Timing { first, last, end: last }
+                let end = started.elapsed().as_secs_f64();
+                let first = first.expect("the model streamed some text");
+                Timing { first, last, end }
             })
         })
         .collect();
@@ -356,8 +357,8 @@ async fn main() {
         println!(
             "{count:>5} sockets: held {held}, answered {} ({failed} failed); RSS idle {} KiB (+{:.1} KiB/socket), \
              streaming peak {} KiB; median answer {:.0} ms vs model alone {:.0} ms at the same concurrency \
-             → added {:.1} ms per chunk (ratio {:.2}×); first chunk +{:.0} ms after the model's first text, \
-             END {:.0} ms after the last chunk",
+             → added {:.1} ms per chunk (ratio {:.2}×); behind the model: first chunk +{:.1} ms, last chunk \
+             +{:.1} ms, END +{:.1} ms (medians)",
             times.len(),
             rss_idle,
             (rss_idle.saturating_sub(rss_before)) as f64 / held.max(1) as f64,
@@ -367,7 +368,8 @@ async fn main() {
             added_ms,
             service.end / direct.end,
             (service.first - direct.first) * 1000.0,
-            (service.end - service.last) * 1000.0,
+            (service.last - direct.last) * 1000.0,
+            (service.end - direct.end) * 1000.0,
         );
     }
     drop(server);
