@@ -3,13 +3,21 @@
 //! socket ask one question whose answer the model streams in pieces.
 //!
 //!   cargo bench --bench ws_load                      (DATABASE_URL: a PostgreSQL server)
-//!   WS_SOCKETS=1000,2000 WS_PIECE_DELAY_MS=20 cargo bench --bench ws_load
+//!   WS_SOCKETS=1,10,50,200 WS_CHUNKS=7 WS_PIECE_DELAY_MS=20 cargo bench --bench ws_load
+//!   VIGIL_BIN=/path/to/other/vigil cargo bench --bench ws_load   (time another build's server)
+//!
+//! The model answers with WS_CHUNKS sentences (default 7), one content event each, every event
+//! WS_PIECE_DELAY_MS (default 20) after the last: each sentence is one chunk on the socket.
 //!
 //! For each N it reports the sockets held, the server's resident memory (idle, and while every
 //! socket streams), and the latency the service adds per chunk. The baseline, measured in the
-//! same run with the same concurrency, is the fake model's own stream read directly over HTTP:
-//! added latency per chunk = (median time to the service's END − median time to the model's last
-//! byte) / chunks per answer.
+//! same run with the same concurrency, is the fake model's own stream read directly over HTTP
+//! from the URL the service itself calls: added latency per chunk = (median time to the service's
+//! END − median time to the model's last byte) / chunks per answer. How far the socket is behind
+//! the model is also shown at the first chunk (the model's first content event: saving the
+//! question, opening the model call), the last chunk (the model's last content event: what
+//! streaming adds) and END (the model's last byte: saving the answer, the usage). Any HTTP answer
+//! that is not 2xx stops the run: an error answered at once would time as a fast model.
 
 use std::{
     net::TcpListener,
@@ -24,10 +32,29 @@ use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
 use tokio_tungstenite::{connect_async, tungstenite::Message};
 use vigil_llm::fake::{FakeOpenAi, Reply};
 
-const ANSWER: &str = "The checkout service fails its health checks since the last deploy. \
-    The error rate rose within two minutes of the release. \
-    Roll the release back, then compare the two builds' connection pool settings. \
-    Watch the error rate for ten minutes after the rollback.";
+/// Sentences of the answer, cycled through for as many chunks as asked; each is under the
+/// 100-character chunk limit, so each is one chunk.
+const SENTENCES: [&str; 4] = [
+    "The checkout service fails its health checks since the last deploy. ",
+    "The error rate rose within two minutes of the release. ",
+    "Roll the release back, then compare the two builds' pool settings. ",
+    "Watch the error rate for ten minutes after the rollback. ",
+];
+
+/// The answer's pieces: `chunks` sentences.
+fn answer_pieces(chunks: usize) -> Vec<String> {
+    SENTENCES.iter().cycle().take(chunks).map(|s| (*s).to_owned()).collect()
+}
+
+/// The body of a 2xx answer; anything else stops the run, saying what was asked and answered.
+async fn checked(what: &str, response: reqwest::Response) -> reqwest::Response {
+    let status = response.status();
+    if !status.is_success() {
+        let body = response.text().await.unwrap_or_default();
+        panic!("{what}: HTTP {status}, not 2xx: {body}");
+    }
+    response
+}
 
 fn env_or<T: FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -71,9 +98,9 @@ impl Drop for Server {
     }
 }
 
-fn start_server(database_url: &str, model_url: &str) -> Server {
+fn start_server(binary: &str, database_url: &str, model_url: &str) -> Server {
     let (http_port, ws_port) = (free_port(), free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let child = Command::new(binary)
         .arg("serve")
         .env("DATABASE_URL", database_url)
         .env("HTTP_PORT", http_port.to_string())
@@ -109,33 +136,69 @@ async fn next_json(socket: &mut Socket) -> Option<Value> {
     }
 }
 
-/// Reads the model's stream directly, `concurrency` at once: seconds to the last byte, each.
-async fn direct_baseline(model: &FakeOpenAi, concurrency: usize) -> Vec<f64> {
+/// Whether this much of an SSE body holds a content event with text (the role event's is empty).
+fn has_content(body: &str) -> bool {
+    body.match_indices(r#""content":""#)
+        .any(|(at, pattern)| body[at + pattern.len()..].chars().next().is_some_and(|c| c != '"'))
+}
+
+/// One answer's times, in seconds from its request: its first and last text (the socket's first
+/// and last chunk; the model's first and last content event), and its end (END; the last byte).
+#[derive(Clone, Copy)]
+struct Timing {
+    first: f64,
+    last: f64,
+    end: f64,
+}
+
+/// Reads the model's stream directly from `url`, `concurrency` at once. Panics on a non-2xx
+/// answer or a broken stream.
+async fn direct_baseline(url: &str, concurrency: usize) -> Vec<Timing> {
     let client = reqwest::Client::new();
-    let url = format!("{}/chat/completions", model.base_url().trim_end_matches('/'));
     let tasks: Vec<_> = (0..concurrency)
         .map(|_| {
-            let (client, url) = (client.clone(), url.clone());
+            let (client, url) = (client.clone(), url.to_owned());
             tokio::spawn(async move {
                 let started = Instant::now();
-                let body =
-                    json!({ "model": "gpt-4o-mini", "stream": true, "messages": [{ "role": "user", "content": "q" }] });
-                let response = client.post(&url).json(&body).send().await.ok()?;
-                let mut stream = response.bytes_stream();
+                let body = json!({ "model": "gpt-4o-mini", "stream": true, "stream_options": { "include_usage": true },
+                    "messages": [{ "role": "user", "content": "q" }] });
+                let response = client
+                    .post(&url)
+                    .json(&body)
+                    .send()
+                    .await
+                    .expect("the fake model answers");
+                let mut stream = checked("model baseline", response).await.bytes_stream();
+                let (mut first, mut last) = (None, 0.0);
+                // The fake writes each event at once, so an event is never split between reads.
                 while let Some(chunk) = stream.next().await {
-                    chunk.ok()?;
+                    let chunk = chunk.expect("the fake model's stream reads to its end");
+                    if has_content(&String::from_utf8_lossy(&chunk)) {
+                        last = started.elapsed().as_secs_f64();
+                        first.get_or_insert(last);
+                    }
                 }
-                Some(started.elapsed().as_secs_f64())
+                let end = started.elapsed().as_secs_f64();
+                let first = first.expect("the model streamed some text");
+                Timing { first, last, end }
             })
         })
         .collect();
     let mut times = Vec::new();
     for task in tasks {
-        if let Ok(Some(seconds)) = task.await {
-            times.push(seconds);
-        }
+        times.push(task.await.expect("a baseline stream"));
     }
     times
+}
+
+/// The medians of each of the timings' fields.
+fn medians(timings: &[Timing]) -> Timing {
+    let of = |field: fn(&Timing) -> f64| median(&mut timings.iter().map(field).collect::<Vec<_>>());
+    Timing {
+        first: of(|t| t.first),
+        last: of(|t| t.last),
+        end: of(|t| t.end),
+    }
 }
 
 #[tokio::main]
@@ -149,6 +212,8 @@ async fn main() {
         .filter_map(|n| n.trim().parse().ok())
         .collect();
     let piece_delay = Duration::from_millis(env_or("WS_PIECE_DELAY_MS", 20));
+    let pieces = answer_pieces(env_or("WS_CHUNKS", 7));
+    let binary = std::env::var("VIGIL_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_vigil").to_owned());
     let server_url =
         std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let admin = PgConnectOptions::from_str(&server_url)
@@ -164,37 +229,42 @@ async fn main() {
     url.set_path(&format!("/{name}"));
 
     let model = FakeOpenAi::start().await;
-    model.set_default_reply(Reply::text(ANSWER).chunk_delay(piece_delay));
-    let server = start_server(url.as_str(), model.base_url());
+    model.set_default_reply(Reply::text_in_pieces(pieces.clone()).chunk_delay(piece_delay));
+    // What the service calls with LLM_BASE_URL set to the fake's base URL (vigil_llm adds `/v1`).
+    let model_url = format!("{}/v1/chat/completions", model.base_url().trim_end_matches('/'));
+    let server = start_server(&binary, url.as_str(), model.base_url());
     let client = reqwest::Client::new();
     let ready = Instant::now();
-    while client
-        .get(format!("{}/health/liveness", server.http))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(ready.elapsed() < Duration::from_secs(60), "the server did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    loop {
+        match client.get(format!("{}/health/liveness", server.http)).send().await {
+            Ok(response) => {
+                checked("liveness", response).await;
+                break;
+            }
+            Err(_) => {
+                assert!(ready.elapsed() < Duration::from_secs(60), "the server did not start");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     }
-    let user: Value = client
+    let register = client
         .post(format!("{}/api/auth/register", server.http))
         .json(&json!({ "email": "ws-load@example.com", "password": "load test password" }))
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
+    let user: Value = checked("register", register).await.json().await.unwrap();
     let user_id = user["id"].as_str().unwrap().to_owned();
     let chunks_per_answer = {
         let mut chunker = vigil_llm::SentenceChunker::new();
-        chunker.push(ANSWER).len() + chunker.finish().len()
+        let pushed: usize = pieces.iter().map(|piece| chunker.push(piece).len()).sum();
+        pushed + chunker.finish().len()
     };
     let pid = server.child.id();
     println!(
-        "ws_load: release server (pid {pid}), model pieces every {} ms, {chunks_per_answer} chunks per answer; \
-         baseline RSS {} KiB",
+        "ws_load: server {binary} (pid {pid}); the model streams {} pieces {} ms apart, {chunks_per_answer} chunks \
+         per answer; baseline RSS {} KiB",
+        pieces.len(),
         piece_delay.as_millis(),
         rss_kib(pid)
     );
@@ -202,16 +272,14 @@ async fn main() {
     for count in counts {
         let mut sessions = Vec::with_capacity(count);
         for _ in 0..count {
-            let session: Value = client
+            let response = client
                 .post(format!("{}/chat_api/sessions", server.http))
                 .header("X-User-ID", &user_id)
                 .json(&json!({ "title": "load" }))
                 .send()
                 .await
-                .unwrap()
-                .json()
-                .await
                 .unwrap();
+            let session: Value = checked("create session", response).await.json().await.unwrap();
             let id = session["id"]
                 .as_str()
                 .unwrap_or_else(|| panic!("session not created: {session}"));
@@ -237,7 +305,7 @@ async fn main() {
         let held = sockets.len();
         let rss_idle = rss_kib(pid);
 
-        let mut baseline = direct_baseline(&model, held).await;
+        let baseline = direct_baseline(&model_url, held).await;
         let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let sampler = {
             let peak = peak.clone();
@@ -258,14 +326,17 @@ async fn main() {
                     let query =
                         json!({ "query": "Why is checkout down?", "user_id": user_id, "session_id": session_id });
                     socket.send(Message::text(query.to_string())).await.ok()?;
-                    let mut chunks = 0usize;
+                    let (mut chunks, mut first, mut last) = (0usize, None, 0.0);
                     while let Some(message) = next_json(&mut socket).await {
                         if message["type"] == "message" && message["data"]["is_chunk"] == true {
                             chunks += 1;
+                            last = started.elapsed().as_secs_f64();
+                            first.get_or_insert(last);
                         }
                         if message["type"] == "status" && message["data"]["status"] == "END" {
-                            let complete = message["data"]["isComplete"] == true;
-                            return complete.then(|| (started.elapsed().as_secs_f64(), chunks));
+                            let complete = message["data"]["isComplete"] == true && chunks == chunks_per_answer;
+                            let end = started.elapsed().as_secs_f64();
+                            return first.filter(|_| complete).map(|first| Timing { first, last, end });
                         }
                     }
                     None
@@ -276,25 +347,29 @@ async fn main() {
         let mut failed = 0;
         for task in tasks {
             match task.await {
-                Ok(Some((seconds, _chunks))) => times.push(seconds),
+                Ok(Some(timing)) => times.push(timing),
                 _ => failed += 1,
             }
         }
         sampler.abort();
-        let (service, direct) = (median(&mut times), median(&mut baseline));
-        let added_ms = (service - direct) * 1000.0 / chunks_per_answer as f64;
+        let (service, direct) = (medians(&times), medians(&baseline));
+        let added_ms = (service.end - direct.end) * 1000.0 / chunks_per_answer as f64;
         println!(
             "{count:>5} sockets: held {held}, answered {} ({failed} failed); RSS idle {} KiB (+{:.1} KiB/socket), \
              streaming peak {} KiB; median answer {:.0} ms vs model alone {:.0} ms at the same concurrency \
-             → added {:.1} ms per chunk (ratio {:.2}×)",
+             → added {:.1} ms per chunk (ratio {:.2}×); behind the model: first chunk +{:.1} ms, last chunk \
+             +{:.1} ms, END +{:.1} ms (medians)",
             times.len(),
             rss_idle,
             (rss_idle.saturating_sub(rss_before)) as f64 / held.max(1) as f64,
             peak.load(std::sync::atomic::Ordering::Relaxed),
-            service * 1000.0,
-            direct * 1000.0,
+            service.end * 1000.0,
+            direct.end * 1000.0,
             added_ms,
-            service / direct,
+            service.end / direct.end,
+            (service.first - direct.first) * 1000.0,
+            (service.last - direct.last) * 1000.0,
+            (service.end - direct.end) * 1000.0,
         );
     }
     drop(server);

@@ -142,7 +142,8 @@ pub struct Reply {
 #[derive(Clone, Debug)]
 enum ReplyKind {
     Answer {
-        text: String,
+        /// The text, in the pieces it is streamed in.
+        pieces: Vec<String>,
         /// Name and arguments (JSON text) of each call.
         tool_calls: Vec<(String, String)>,
     },
@@ -165,7 +166,20 @@ impl Reply {
     /// A streamed text answer (finish reason `stop`), sent in pieces of a few characters.
     pub fn text(text: impl Into<String>) -> Self {
         Self::new(ReplyKind::Answer {
-            text: text.into(),
+            pieces: pieces(&text.into(), TEXT_PIECE_CHARS),
+            tool_calls: Vec::new(),
+        })
+    }
+
+    /// A streamed text answer sent in exactly these pieces, one content event each: for a stream
+    /// whose shape matters (a load test's N pieces a fixed time apart).
+    pub fn text_in_pieces<I, S>(pieces: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::new(ReplyKind::Answer {
+            pieces: pieces.into_iter().map(Into::into).collect(),
             tool_calls: Vec::new(),
         })
     }
@@ -175,7 +189,7 @@ impl Reply {
     /// [`FakeOpenAi::requests`] and the call's 0-based index in the reply.
     pub fn tool_call(name: impl Into<String>, arguments: Value) -> Self {
         Self::new(ReplyKind::Answer {
-            text: String::new(),
+            pieces: Vec::new(),
             tool_calls: Vec::new(),
         })
         .with_tool_call(name, arguments)
@@ -262,7 +276,9 @@ async fn chat_completions(State(state): State<SharedState>, headers: HeaderMap, 
             return response;
         }
         ReplyKind::Raw(events) => events,
-        ReplyKind::Answer { text, tool_calls } => answer_events(&body, request_number, &text, &tool_calls, reply.usage),
+        ReplyKind::Answer { pieces, tool_calls } => {
+            answer_events(&body, request_number, &pieces, &tool_calls, reply.usage)
+        }
     };
     Sse::new(delayed(events, delay)).into_response()
 }
@@ -305,13 +321,13 @@ fn message_text(message: &Value) -> String {
     }
 }
 
-/// The `data:` payloads of a streamed answer, as OpenAI sends them: a role chunk, the text in
+/// The `data:` payloads of a streamed answer, as OpenAI sends them: a role chunk, the text's
 /// pieces, each tool call (its name, then its arguments in fragments), the finish reason, the
 /// usage when the request asked for it, and `[DONE]`.
 fn answer_events(
     request: &Value,
     request_number: usize,
-    text: &str,
+    text_pieces: &[String],
     tool_calls: &[(String, String)],
     usage: Option<(u32, u32)>,
 ) -> Vec<String> {
@@ -328,7 +344,7 @@ fn answer_events(
     let delta = |delta: Value| json!([{"index": 0, "delta": delta, "finish_reason": null}]);
 
     let mut chunks = vec![chunk(delta(json!({"role": "assistant", "content": ""})))];
-    for piece in pieces(text, TEXT_PIECE_CHARS) {
+    for piece in text_pieces {
         chunks.push(chunk(delta(json!({"content": piece}))));
     }
     for (index, (name, arguments)) in tool_calls.iter().enumerate() {
@@ -355,7 +371,7 @@ fn answer_events(
                 .flatten()
                 .map(|message| fake_token_count(&message_text(message)))
                 .sum();
-            let output = fake_token_count(text)
+            let output = fake_token_count(&text_pieces.concat())
                 + tool_calls
                     .iter()
                     .map(|(_, arguments)| fake_token_count(arguments))

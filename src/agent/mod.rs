@@ -5,14 +5,16 @@
 //! assistant answers from the user's incidents.
 
 pub mod attachments;
+mod builtin;
 pub mod cli;
 pub mod credentials;
 pub mod outbox;
+mod tool_run;
 pub mod tools;
 pub mod turns;
 pub mod user_message;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use chrono::Utc;
 use cqrs_es::AggregateError;
@@ -26,9 +28,9 @@ use vigil_aggregates::chat_session::{
 };
 use vigil_llm::{ChatMessage, ChatRequest, ContentPart, LlmError, SentenceChunker, StreamEvent};
 
-pub use outbox::Outbox;
+pub use outbox::{HeldOutbox, Outbox};
 
-use self::{cli::CommandKind, tools::Tool};
+use self::tools::Tool;
 use crate::{
     analysis::model::Call,
     event_store::{execute, Actor},
@@ -102,24 +104,11 @@ pub async fn answer(
     };
     let sessions = state.events.chat_sessions.clone();
     outbox.follow_session();
-    let history = match begin_turn(&state, &query, session_id, &earlier, &accepted).await {
-        Ok(history) => history,
-        Err(error) => {
-            tracing::error!(%error, session = %sid, "chat turn could not start");
-            outbox.send(ServerMessage::session_error(
-                &sid,
-                "the message could not be saved; try again",
-                Severity::Error,
-                None,
-            ));
-            outbox.send(ServerMessage::status_end(&sid, false));
-            return Ending::Failed;
-        }
-    };
-
+    let history = context(&earlier);
+    let held = HeldOutbox::new(outbox.clone());
     let mut turn = Turn {
         state: &state,
-        outbox: &outbox,
+        outbox: &held,
         confirmations: &confirmations,
         user_id: &user_id,
         session_id,
@@ -129,15 +118,44 @@ pub async fn answer(
         text: String::new(),
         tool_calls: Vec::new(),
         running: None,
+        recordings: Vec::new(),
     };
-    let outcome = {
-        let work = turn.run(&query, incident_id, history, &accepted);
+    // The question is saved while the model starts on its answer: under load the save takes
+    // longer than the model's first words, and waiting for it delayed every answer by its length.
+    // What the turn sends is held until the save commits; a failed save drops the turn unseen.
+    let (saved, outcome) = {
+        let work = async {
+            tokio::select! {
+                _ = cancel.cancelled() => None,
+                outcome = turn.run(&query, incident_id, history, &accepted) => Some(outcome),
+            }
+        };
         tokio::pin!(work);
+        let begin = begin_turn(&state, &query, session_id, &accepted);
+        tokio::pin!(begin);
         tokio::select! {
-            _ = cancel.cancelled() => None,
-            outcome = &mut work => Some(outcome),
+            saved = &mut begin => match saved {
+                Ok(()) => {
+                    held.release();
+                    (Ok(()), work.await)
+                }
+                Err(error) => (Err(error), None),
+            },
+            outcome = &mut work => (begin.await, outcome),
         }
     };
+    if let Err(error) = saved {
+        tracing::error!(%error, session = %sid, "chat turn could not start");
+        outbox.send(ServerMessage::session_error(
+            &sid,
+            "the message could not be saved; try again",
+            Severity::Error,
+            None,
+        ));
+        outbox.send(ServerMessage::status_end(&sid, false));
+        return Ending::Failed;
+    }
+    held.release();
     // A tool call cut off by the cancel (running, or waiting for its confirmation) ends as an
     // error, so that no client waits for it to leave `running`.
     if let Some((call_id, name, input)) = turn.running.take() {
@@ -195,7 +213,27 @@ pub async fn answer(
         },
         at: now,
     };
-    match execute(&sessions, &sid, finish, actor).await {
+    // The answer is saved while the turn's usage rows are written and the session's cost read.
+    // A cancelled call's row is written by a task of its own (dropped mid-stream): its cost is
+    // read after the save, as it always was, to give that row the time to land.
+    let recordings = std::mem::take(&mut turn.recordings);
+    let cost = async {
+        for recording in recordings {
+            let _ = recording.await;
+        }
+        if state.model.is_some() {
+            Some(session_cost(&state, &sid).await)
+        } else {
+            None
+        }
+    };
+    let (saved, cost) = if ending == Ending::Cancelled {
+        let saved = execute(&sessions, &sid, finish, actor).await;
+        (saved, cost.await)
+    } else {
+        tokio::join!(execute(&sessions, &sid, finish, actor), cost)
+    };
+    match saved {
         Ok(()) => {}
         // The session was the user's when the turn began: it has been deleted since, as its user
         // asked. The reply is over unfinished, with nothing left to save it in.
@@ -208,8 +246,8 @@ pub async fn answer(
     if ending == Ending::Complete {
         outbox.send(ServerMessage::message_complete(&sid, &text));
     }
-    if state.model.is_some() {
-        outbox.send(ServerMessage::usage_info(&sid, session_cost(&state, &sid).await));
+    if let Some(cost) = cost {
+        outbox.send(ServerMessage::usage_info(&sid, cost));
     }
     outbox.send(ServerMessage::status_end(&sid, ending == Ending::Complete));
     ending
@@ -257,14 +295,13 @@ async fn open_session(
 }
 
 /// Saves the user's message (and UI state), reopening a closed session and marking it in
-/// progress, and returns the conversation so far for the model.
+/// progress.
 async fn begin_turn(
     state: &AppState,
     query: &ChatQuery,
     session_id: Uuid,
-    earlier: &[Message],
     accepted: &[attachments::Accepted],
-) -> Result<Vec<ChatMessage>, AggregateError<ChatSessionError>> {
+) -> Result<(), AggregateError<ChatSessionError>> {
     let now = Utc::now();
     let mut message = Message::user(query.query.clone());
     message.timestamp = Some(now.to_rfc3339());
@@ -282,9 +319,13 @@ async fn begin_turn(
         begin,
         Actor::User(&query.user_id),
     )
-    .await?;
+    .await
+}
+
+/// The conversation so far, for the model: the latest earlier messages with text.
+fn context(earlier: &[Message]) -> Vec<ChatMessage> {
     let skip = earlier.len().saturating_sub(CONTEXT_MESSAGES);
-    Ok(earlier
+    earlier
         .iter()
         .skip(skip)
         .filter(|message| !message.text.trim().is_empty())
@@ -292,7 +333,7 @@ async fn begin_turn(
             Sender::User => ChatMessage::user(message.text.clone()),
             Sender::Assistant => ChatMessage::assistant(message.text.clone()),
         })
-        .collect())
+        .collect()
 }
 
 /// Sum of the session's model costs, with surcharge, in USD.
@@ -309,7 +350,7 @@ async fn session_cost(state: &AppState, session_id: &str) -> f64 {
 /// One answer in the making: the text streamed so far and the tools run.
 struct Turn<'a> {
     state: &'a AppState,
-    outbox: &'a Outbox,
+    outbox: &'a HeldOutbox,
     confirmations: &'a Confirmations,
     user_id: &'a str,
     session_id: Uuid,
@@ -320,6 +361,8 @@ struct Turn<'a> {
     tool_calls: Vec<StoredToolCall>,
     /// The tool call reported `running` and not yet finished: `(id, tool, input)`.
     running: Option<(String, String, Value)>,
+    /// The model calls' `llm_usage` rows being written.
+    recordings: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Turn<'_> {
@@ -389,7 +432,9 @@ impl Turn<'_> {
                     self.say(delta);
                 }
             };
-            let completion = model.complete_streaming(call, request, &mut on_event).await?;
+            let (completion, recording) = model.complete_streaming_then_record(call, request, &mut on_event).await;
+            self.recordings.push(tokio::spawn(recording));
+            let completion = completion?;
             if completion.tool_calls.is_empty() {
                 return Ok(());
             }
@@ -434,187 +479,4 @@ impl Turn<'_> {
             self.outbox.send(ServerMessage::chunk(self.sid, &chunk));
         }
     }
-
-    /// Runs one tool call end to end (classification, confirmation, execution, the `tool_call`
-    /// and `tool_result` messages) and returns the output the model and the stored message get.
-    async fn run_tool(&mut self, call_id: &str, name: &str, given: &Value) -> String {
-        // What was written before the call is read before it ("Let me look."), not after its result.
-        self.send_held_back_text();
-        // A tool call's input is an object (spec): none is `{}`; anything else (a model's array,
-        // or arguments that are not JSON at all) is reported as `{"raw": ...}` and not run.
-        let (input, malformed) = match given {
-            Value::Object(_) => (given.clone(), false),
-            Value::Null => (json!({}), false),
-            other => (json!({ "raw": other }), true),
-        };
-        let input = &input;
-        let sid = self.sid;
-        let report = |status: &'static str, output: Option<&str>| {
-            ServerMessage::tool_call(
-                sid,
-                &ToolCallStatus {
-                    tool_call_id: call_id,
-                    tool_name: name,
-                    input,
-                    status,
-                    output,
-                },
-            )
-        };
-        self.outbox.send(report("running", None));
-        self.running = Some((call_id.to_owned(), name.to_owned(), input.clone()));
-        let result = match Tool::named(name) {
-            _ if malformed => Err("the tool's input must be a JSON object of its arguments".to_owned()),
-            None => Err(format!("there is no tool named {name}")),
-            Some(tool) => self.permitted_run(tool, input).await,
-        };
-        self.running = None;
-        let output = match &result {
-            Ok(value) => value.as_str().map_or_else(|| value.to_string(), str::to_owned),
-            Err(message) => message.clone(),
-        };
-        match &result {
-            Ok(value) => {
-                self.outbox.send(report("success", Some(&output)));
-                self.outbox
-                    .send(ServerMessage::tool_result(self.sid, name, value.clone()));
-            }
-            Err(message) => {
-                self.outbox.send(report("error", Some(&output)));
-                self.outbox.send(ServerMessage::session_error(
-                    self.sid,
-                    format!("tool {name} failed: {message}"),
-                    Severity::Warning,
-                    Some("TOOL_FAILED"),
-                ));
-            }
-        }
-        self.tool_calls.push(StoredToolCall {
-            tool_name: name.to_owned(),
-            input: input.clone(),
-            output: output.clone(),
-            extra: Default::default(),
-        });
-        output
-    }
-
-    async fn permitted_run(&mut self, tool: Tool, input: &Value) -> Result<Value, String> {
-        let kind = tool.classify(input).map_err(|error| error.to_string())?;
-        tool.check(self.state, self.user_id, input)
-            .await
-            .map_err(|error| error.to_string())?;
-        if kind == CommandKind::Mutating {
-            match self.mode {
-                Mode::Ask => {
-                    self.outbox.send(ServerMessage::session_error(
-                        self.sid,
-                        "this command would change infrastructure, and the session is in ask (read-only) mode; \
-                         switch to agent mode to run it",
-                        Severity::Error,
-                        Some("READ_ONLY_MODE"),
-                    ));
-                    return Err("refused: ask mode is read-only".into());
-                }
-                Mode::Agent => self.confirmed(tool, input).await.map_err(str::to_owned)?,
-            }
-        }
-        let limit = Duration::from_secs(self.state.config.agent_tool_timeout_secs);
-        match tokio::time::timeout(
-            limit,
-            tool.run(self.state, self.user_id, self.session_id, self.mode.access(), input),
-        )
-        .await
-        {
-            Ok(result) => result.map_err(|error| error.to_string()),
-            Err(_) => Err(format!("{} did not finish within {} s", tool.name(), limit.as_secs())),
-        }
-    }
-
-    /// Asks the user to approve a mutating call; silence until the timeout is a refusal. The
-    /// error says why the call does not run.
-    async fn confirmed(&mut self, tool: Tool, input: &Value) -> Result<(), &'static str> {
-        if self.outbox.is_closed() {
-            return Err("not run: nobody is connected to confirm it");
-        }
-        let confirmation_id = Uuid::new_v4().to_string();
-        let (answer, answered) = oneshot::channel();
-        self.confirmations
-            .insert(confirmation_id.clone(), (self.session_id, answer));
-        let command = input.get("command").and_then(Value::as_str).unwrap_or_default();
-        self.outbox.send(ServerMessage::confirmation_request(
-            self.sid,
-            &confirmation_id,
-            tool.name(),
-            json!({ "command": command, "reason": "this command may change infrastructure" }),
-            cli::parse(command)
-                .map(|argv| argv.into_iter().take(1).collect())
-                .unwrap_or_default(),
-        ));
-        let wait = Duration::from_secs(self.state.config.agent_confirmation_timeout_secs);
-        let answer = tokio::time::timeout(wait, answered).await;
-        self.confirmations.remove(&confirmation_id);
-        match answer {
-            Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) => Err("not run: the user declined the confirmation"),
-            // The pending confirmation was dropped: the user cancelled the turn.
-            Ok(Err(_)) => Err("not run: the user cancelled"),
-            Err(_) => Err("not run: the confirmation was not answered in time (counted as declined)"),
-        }
-    }
-
-    /// The answer when no model is configured: what the user's incidents say about the question.
-    async fn builtin(&mut self, question: &str) {
-        self.say(
-            "No language model is configured on this server, so the built-in assistant answers: it searches \
-             your incidents for the words of your question. ",
-        );
-        let call_id = format!("builtin_{}", Uuid::new_v4().simple());
-        let output = self
-            .run_tool(&call_id, Tool::SearchIncidents.name(), &json!({ "query": question }))
-            .await;
-        let found: Vec<Value> = serde_json::from_str(&output).unwrap_or_default();
-        if found.is_empty() {
-            self.say(&format!(
-                "None of your incidents matches \"{}\". Ask about a service or an alert title, or configure \
-                 LLM_BASE_URL for full answers.",
-                shortened(question, 80)
-            ));
-            return;
-        }
-        self.say(&format!("I found {} matching incidents, newest first.\n", found.len()));
-        for incident in found.iter().take(10) {
-            self.say(&format!("\n- {}.", describe_incident(incident)));
-        }
-    }
-
-    /// The built-in answer to a question about one incident: what its record says.
-    fn builtin_about_incident(&mut self, incident_json: &str) {
-        let Ok(incident) = serde_json::from_str::<Value>(incident_json) else {
-            self.say("No language model is configured, and the incident could not be read.");
-            return;
-        };
-        self.say(&format!(
-            "No language model is configured on this server, so the built-in assistant answers from the incident's \
-             record: {}. ",
-            describe_incident(&incident)
-        ));
-        match incident["summary"].as_str().filter(|summary| !summary.is_empty()) {
-            Some(summary) => self.say(&format!("The analysis says: {summary}")),
-            None => self.say("Its analysis has not written a summary yet."),
-        }
-    }
-}
-
-/// One line about an incident, from the JSON the incident tools return.
-fn describe_incident(incident: &Value) -> String {
-    let text = |key: &str| incident[key].as_str().unwrap_or("unknown").to_owned();
-    format!(
-        "\"{}\" ({}; severity {}; service {}; started {}; {} correlated alerts)",
-        text("title"),
-        text("status"),
-        text("severity"),
-        text("service"),
-        text("started_at"),
-        incident["correlated_alert_count"].as_i64().unwrap_or(0),
-    )
 }

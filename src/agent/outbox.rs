@@ -153,6 +153,45 @@ impl Outbox {
     }
 }
 
+/// A reply's outbox that holds its messages back until the question they answer is saved: the
+/// model is asked while the save commits, so the save no longer delays the first chunk by its
+/// whole length, and yet no client sees an answer to a question that was not saved.
+pub struct HeldOutbox {
+    outbox: Outbox,
+    /// `Some` while held.
+    held: Mutex<Option<Vec<ServerMessage>>>,
+}
+
+impl HeldOutbox {
+    pub fn new(outbox: Outbox) -> Self {
+        Self {
+            outbox,
+            held: Mutex::new(Some(Vec::new())),
+        }
+    }
+
+    pub fn send(&self, message: ServerMessage) {
+        // Sent under the lock, so that a release and a send never swap two messages.
+        let mut held = self.held.lock().expect("not poisoned");
+        match held.as_mut() {
+            Some(held) => held.push(message),
+            None => self.outbox.send(message),
+        }
+    }
+
+    /// The question is saved: what was held goes out, in order, and the rest as it comes.
+    pub fn release(&self) {
+        let mut held = self.held.lock().expect("not poisoned");
+        for message in held.take().into_iter().flatten() {
+            self.outbox.send(message);
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.outbox.is_closed()
+    }
+}
+
 pub struct AnsweringGuard {
     answering: Arc<Mutex<HashMap<Uuid, usize>>>,
     session: Uuid,
@@ -183,6 +222,21 @@ mod tests {
         outbox.send(ServerMessage::status_start());
         assert!(outbox.overflowed().is_cancelled());
         assert!(receiver.try_recv().is_ok());
+    }
+
+    #[test]
+    fn a_held_outbox_sends_nothing_until_released_then_everything_in_order() {
+        let (outbox, mut receiver) = Outbox::new(8);
+        let held = HeldOutbox::new(outbox);
+        held.send(ServerMessage::chunk("s", "one"));
+        held.send(ServerMessage::chunk("s", "two"));
+        assert!(receiver.try_recv().is_err(), "held until released");
+        held.release();
+        held.send(ServerMessage::chunk("s", "three"));
+        let texts: Vec<_> = std::iter::from_fn(|| receiver.try_recv().ok())
+            .map(|message| serde_json::to_value(&message).unwrap()["data"]["text"].clone())
+            .collect();
+        assert_eq!(texts, ["one", "two", "three"]);
     }
 
     #[test]

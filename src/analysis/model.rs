@@ -79,6 +79,23 @@ impl Model {
         request: ChatRequest,
         on_event: &mut (dyn FnMut(&StreamEvent) + Send),
     ) -> Result<Completion, LlmError> {
+        let (outcome, recording) = self.complete_streaming_then_record(call, request, on_event).await;
+        recording.await;
+        outcome
+    }
+
+    /// [`Model::complete_streaming`], handing back the writing of the call's `llm_usage` row for
+    /// the caller to run: a chat reply saves its answer while the row is written, rather than
+    /// after. The row is lost if the returned future is dropped unpolled: spawn it.
+    pub async fn complete_streaming_then_record(
+        &self,
+        call: Call<'_>,
+        request: ChatRequest,
+        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
+    ) -> (
+        Result<Completion, LlmError>,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
         let started = Instant::now();
         let model = request
             .model
@@ -121,17 +138,15 @@ impl Model {
         // that failed part-way): the call was billed all the same.
         let reported = outcome.as_ref().ok().and_then(|completion| completion.usage);
         let usage = reported.unwrap_or_else(|| unfinished.estimate());
-        record
-            .insert(
-                usage,
-                outcome.as_ref().err().map(ToString::to_string),
-                json!({
-                    "finish_reason": outcome.as_ref().ok().and_then(|c| c.finish_reason.clone()),
-                    "tokens_estimated": reported.is_none(),
-                }),
-            )
-            .await;
-        outcome
+        let recording = record.insert(
+            usage,
+            outcome.as_ref().err().map(ToString::to_string),
+            json!({
+                "finish_reason": outcome.as_ref().ok().and_then(|c| c.finish_reason.clone()),
+                "tokens_estimated": reported.is_none(),
+            }),
+        );
+        (outcome, recording)
     }
 }
 
