@@ -62,7 +62,7 @@ fn parse_alert(
     received_at: DateTime<Utc>,
 ) -> Result<NormalizedAlert, ParseError> {
     let labels = alert.object_or_empty("labels")?;
-    // A blank fingerprint is an unset one, as everywhere (README: the unset markers read as absent).
+    // A blank fingerprint is an unset one, as everywhere (docs/ingestion.md: the unset markers read as absent).
     let fingerprint = alert
         .get("fingerprint")
         .filter(|value| !value.as_str().is_some_and(|text| text.trim().is_empty()));
