@@ -18,14 +18,14 @@
 //!    their writes (thoughts, suggestions, verdict, chat session): from its claim
 //!    (`heartbeat_at`) to `finished_at`.
 
-use std::{
-    str::FromStr,
-    time::{Duration, Instant},
-};
+#[path = "support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde_json::{json, Value};
-use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
+use support::env_or;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use vigil::{
@@ -40,13 +40,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const ALERT_FIXTURE: &str = include_str!("../tests/fixtures/alerts/source_a/firing.json");
 const DEPLOY_FIXTURE: &str = include_str!("../tests/fixtures/alerts/source_f/firing.json");
 const USER: &str = "rca-bench";
-
-fn env_or<T: FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
 
 /// `(p50, p99, max)` in milliseconds.
 fn percentiles(mut samples: Vec<Duration>) -> (f64, f64, f64) {
@@ -192,17 +185,7 @@ async fn post(client: &reqwest::Client, base: &str, path: &str, body: &Value) ->
 }
 
 fn bench_config(url: &str) -> Config {
-    let mut config = Config::from_env().expect("configuration");
-    config.database_url = vigil::config::Secret::new(url);
-    config.bind_address = "127.0.0.1".parse().unwrap();
-    config.http_port = 0;
-    config.ws_port = 0;
-    config.redis_url = None;
-    config.llm_base_url = None;
-    config.rate_limit_per_minute = u32::MAX;
-    config.ingest_rate_limit_per_minute = u32::MAX;
-    config.data_dir = std::env::temp_dir().join(format!("vigil-rca-bench-{}", Uuid::new_v4().simple()));
-    config
+    support::bench_config(url, "vigil-rca-bench")
 }
 
 #[tokio::main]
@@ -212,18 +195,7 @@ async fn main() {
     }
     let runs = env_or("RCA_BENCH_RUNS", 200usize);
     let nearby = env_or("RCA_BENCH_NEARBY", 200usize);
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let admin = PgConnectOptions::from_str(&server)
-        .expect("DATABASE_URL parses")
-        .database("postgres");
-    let name = format!("vigil_bench_{}", Uuid::new_v4().simple());
-    let mut conn = PgConnection::connect_with(&admin).await.expect("PostgreSQL reachable");
-    sqlx::query(&format!(r#"CREATE DATABASE "{name}""#))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let mut url = reqwest::Url::parse(&server).unwrap();
-    url.set_path(&format!("/{name}"));
+    let (mut conn, name, url) = support::scratch_database("vigil_bench").await;
 
     // Seeding: workers off, and analyses not due for an hour, so nothing runs meanwhile.
     let mut config = bench_config(url.as_str());

@@ -21,16 +21,16 @@
 //! With `REPLAY_BENCH_KEEP` set, the database is kept (its URL printed) for another build's
 //! `vigil replay` to be timed on the same store.
 
-use std::{
-    str::FromStr,
-    time::{Duration, Instant},
-};
+#[path = "support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde_json::{json, Value};
-use sqlx::{postgres::PgConnectOptions, Connection, PgConnection, PgPool};
+use sqlx::PgPool;
+use support::env_or;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 use vigil::{event_store::EventStore, Application, Config};
 
 #[global_allocator]
@@ -39,13 +39,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const ALERT_FIXTURE: &str = include_str!("../tests/fixtures/alerts/source_a/firing.json");
 const USER_PREFIX: &str = "replaybench-";
 const TENANTS: usize = 4;
-
-fn env_or<T: FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Alert `i` of a tenant: one in five is a dependency outage's caller naming the shared endpoint
 /// of its group, the others a service failing on its own; one in six is a recovery of the alert
@@ -81,18 +74,9 @@ fn alert(i: usize) -> Value {
 }
 
 fn bench_config(url: &str) -> Config {
-    let mut config = Config::from_env().expect("configuration");
-    config.database_url = vigil::config::Secret::new(url);
-    config.bind_address = "127.0.0.1".parse().unwrap();
-    config.http_port = 0;
-    config.ws_port = 0;
-    config.redis_url = None;
-    config.llm_base_url = None;
-    config.rate_limit_per_minute = u32::MAX;
-    config.ingest_rate_limit_per_minute = u32::MAX;
+    let mut config = support::bench_config(url, "vigil-replay-bench");
     config.rca_settle_secs = 0;
     config.run_workers = true;
-    config.data_dir = std::env::temp_dir().join(format!("vigil-replay-bench-{}", Uuid::new_v4().simple()));
     config
 }
 
@@ -247,18 +231,7 @@ async fn main() {
     let target = env_or("REPLAY_BENCH_EVENTS", 1_000_000i64);
     let runs = env_or("REPLAY_BENCH_RUNS", 3usize);
     let alerts = env_or("REPLAY_BENCH_SEED_ALERTS", 2_000usize);
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let admin = PgConnectOptions::from_str(&server)
-        .expect("DATABASE_URL parses")
-        .database("postgres");
-    let name = format!("vigil_replay_bench_{}", Uuid::new_v4().simple());
-    let mut conn = PgConnection::connect_with(&admin).await.expect("PostgreSQL reachable");
-    sqlx::query(&format!(r#"CREATE DATABASE "{name}""#))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let mut url = reqwest::Url::parse(&server).unwrap();
-    url.set_path(&format!("/{name}"));
+    let (mut conn, name, url) = support::scratch_database("vigil_replay_bench").await;
 
     let started = Instant::now();
     seed(url.as_str(), alerts).await;

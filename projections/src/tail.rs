@@ -196,17 +196,10 @@ impl Tail {
     /// Reads the next batch after the checkpoint, hands it to the consumer, and moves the
     /// checkpoint to its last event, on `conn`, in one read and one write.
     async fn read_batch(&self, conn: &mut PgConnection) -> Result<Batch, ProjectionError> {
-        let events: Vec<StoredEvent> = sqlx::query_as(&format!(
-            "SELECT {columns} FROM events
-             WHERE aggregate_type = $1{selection}
-               AND (transaction_id, global_position) > (
-                   COALESCE((SELECT transaction_id FROM event_consumer_checkpoints WHERE name = $2), '0'::xid8),
-                   COALESCE((SELECT global_position FROM event_consumer_checkpoints WHERE name = $2), 0))
-               AND transaction_id < {SAFE_HORIZON}
-             ORDER BY events.transaction_id, events.global_position
-             LIMIT $3",
-            columns = self.columns(),
-            selection = self.selection()
+        let events: Vec<StoredEvent> = sqlx::query_as(&self.batch_after(
+            "(COALESCE((SELECT transaction_id FROM event_consumer_checkpoints WHERE name = $2), '0'::xid8),
+              COALESCE((SELECT global_position FROM event_consumer_checkpoints WHERE name = $2), 0))",
+            "$3",
         ))
         .bind(self.consumer.aggregate_type())
         .bind(self.consumer.name())
@@ -232,34 +225,34 @@ impl Tail {
         conn: &mut PgConnection,
         after: (i64, i64),
     ) -> Result<Vec<StoredEvent>, ProjectionError> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {columns} FROM events
-             WHERE aggregate_type = $1{selection}
-               AND (transaction_id, global_position) > ($2::bigint::text::xid8, $3)
-               AND transaction_id < {SAFE_HORIZON}
-             ORDER BY events.transaction_id, events.global_position
-             LIMIT $4",
-            columns = self.columns(),
-            selection = self.selection()
-        ))
-        .bind(self.consumer.aggregate_type())
-        .bind(after.0)
-        .bind(after.1)
-        .bind(self.batch_size)
-        .fetch_all(conn)
-        .await?)
+        Ok(sqlx::query_as(&self.batch_after("($2::bigint::text::xid8, $3)", "$4"))
+            .bind(self.consumer.aggregate_type())
+            .bind(after.0)
+            .bind(after.1)
+            .bind(self.batch_size)
+            .fetch_all(conn)
+            .await?)
     }
 
-    /// The columns a tail reads: every event whole in a replay (its consumer applies them all,
-    /// and would fetch them), without payload and metadata for a consumer that asks for none.
-    fn columns(&self) -> String {
+    /// The statement that reads the consumer's next `limit` events in tail order after the
+    /// `(transaction id, position)` pair `after`: every event whole in a replay (its consumer
+    /// applies them all, and would fetch them), without payload and metadata for a consumer that
+    /// asks for none.
+    fn batch_after(&self, after: &str, limit: &str) -> String {
         let (payload, metadata) = match self.consumer.payloads() {
             Payloads::None if !self.includes_projected => ("'null'::json", "'null'::json"),
             Payloads::None | Payloads::All | Payloads::OfTypes(_) => ("payload", "metadata"),
         };
         format!(
-            "global_position, transaction_id::text::bigint AS transaction_id, aggregate_type, aggregate_id, \
-             sequence, event_type, event_version, {payload} AS payload, {metadata} AS metadata, recorded_at"
+            "SELECT global_position, transaction_id::text::bigint AS transaction_id, aggregate_type, aggregate_id,
+                    sequence, event_type, event_version, {payload} AS payload, {metadata} AS metadata, recorded_at
+             FROM events
+             WHERE aggregate_type = $1{selection}
+               AND (transaction_id, global_position) > {after}
+               AND transaction_id < {SAFE_HORIZON}
+             ORDER BY events.transaction_id, events.global_position
+             LIMIT {limit}",
+            selection = self.selection()
         )
     }
 
