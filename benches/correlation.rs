@@ -98,6 +98,7 @@ fn bench_score(c: &mut Criterion) {
         kind: EventKind::Alert,
         embedding: embedder.embed("CheckoutApiHighErrorRate"),
         evidence: evidence_of("checkout-api", "payments-db-01", 7),
+        minor: false,
     };
     let mut group = c.benchmark_group("score_50_candidates");
     group.bench_function("baseline_time_only", |b| {

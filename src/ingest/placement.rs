@@ -36,7 +36,8 @@ use sqlx::{types::Json, PgConnection, PgPool};
 use uuid::Uuid;
 use vigil_aggregates::{
     correlation::{
-        best_match_in, evidence::Evidence, topology::Topology, CandidateIncident, CorrelationConfig, Match, NewAlert,
+        best_match_in, evidence::Evidence, is_minor_severity, topology::Topology, CandidateIncident, CorrelationConfig,
+        Match, NewAlert,
     },
     incident::{Correlation, Incident, IncidentCommand, IncidentError},
 };
@@ -447,6 +448,7 @@ impl Placer {
                     kind: event_kind(alert.kind),
                     embedding: item.prepared.title_embedding.clone(),
                     evidence: item.prepared.evidence_keys.clone(),
+                    minor: is_minor_severity(alert.severity.as_deref()),
                 };
                 let topology = topologies.get(item.user_id).map_or(&no_topology, |t| t.as_ref());
                 match best_match_in(&new_alert, &user_candidates.scored, &self.correlation, topology) {

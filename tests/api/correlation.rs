@@ -86,8 +86,35 @@ async fn unrelated_services_at_the_same_moment_stay_apart() {
         ),
     )
     .await;
-    let second = post(&app, &user, &alert_of("backup-01", "disk /srv/backups is 91% full", 10)).await;
+    // A warning of another team, naming nothing the incident names.
+    let mut warning = alert_of("backup-01", "disk /srv/backups is 91% full", 10);
+    warning["alerts"][0]["labels"]["severity"] = json!("warning");
+    let second = post(&app, &user, &warning).await;
     assert_ne!(first, second);
+}
+
+#[tokio::test]
+async fn a_serious_alert_soon_after_joins_the_only_open_incident_and_says_why() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let first = post(&app, &user, &alert_of("upload-api", "photo upload failure rate 31%", 0)).await;
+    let mut page = alert_of("feed-api", "broken image rate 9.3%", 60);
+    page["alerts"][0]["labels"]["severity"] = json!("critical");
+    let second = post(&app, &user, &page).await;
+    assert_eq!(first, second, "one tenant, one open incident, a page a minute later");
+    let incident = detail(&app, &user, &first).await;
+    let details = &incident["correlatedAlerts"][0]["correlationDetails"];
+    assert_eq!(details["relation"]["kind"], "sole_candidate");
+
+    // With two incidents open, nothing says which one it belongs to: it opens its own.
+    let mut unrelated = alert_of("ledger-writer", "consumer lag 1,200 messages", 90);
+    unrelated["alerts"][0]["labels"]["severity"] = json!("warning");
+    let other = post(&app, &user, &unrelated).await;
+    assert_ne!(other, first, "a warning with nothing in common stays apart");
+    let mut late = alert_of("search-api", "p99 latency 4.1s", 100);
+    late["alerts"][0]["labels"]["severity"] = json!("critical");
+    let third = post(&app, &user, &late).await;
+    assert!(third != first && third != other, "two candidates: no prior");
 }
 
 #[tokio::test]
@@ -100,12 +127,10 @@ async fn an_alert_bridging_two_open_incidents_has_them_merged_by_the_correlator(
         &alert_of("selfcare-web", "GET /account 502 (upstream subscriber-api)", 0),
     )
     .await;
-    let cache = post(
-        &app,
-        &user,
-        &alert_of("subcache", "redis_up == 0 on 10.12.8.40:6379 for 2 minutes", 45),
-    )
-    .await;
+    // A warning: the only open incident does not take it without evidence.
+    let mut down = alert_of("subcache", "redis_up == 0 on 10.12.8.40:6379 for 2 minutes", 45);
+    down["alerts"][0]["labels"]["severity"] = json!("warning");
+    let cache = post(&app, &user, &down).await;
     assert_ne!(caller, cache, "nothing links them yet");
     let bridge = post(
         &app,
@@ -158,7 +183,7 @@ async fn the_scenario_set_keeps_its_grouping_scores() {
     let tenant = report.mode(vigil::eval::Mode::Tenant).unwrap().grouping_macro();
     let storm = report.mode(vigil::eval::Mode::Storm).unwrap().grouping_pooled();
     assert!(
-        tenant.precision >= 0.99 && tenant.f1 >= 0.72,
+        tenant.precision >= 0.99 && tenant.f1 >= 0.90,
         "tenant: {tenant:?}\n{report}"
     );
     assert!(

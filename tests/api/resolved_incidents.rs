@@ -176,7 +176,9 @@ async fn a_merged_incidents_alert_firing_again_does_not_go_into_it() {
     let user = app.new_user().await.id;
     let orders = "GET /orders failed: dial tcp 10.9.8.7:6379: i/o timeout";
     let merged = post(&app, &user, &alert_of("orders-api", orders, 0)).await;
-    let target = post(&app, &user, &alert_of("backup-01", "disk /srv/backups is 91% full", 10)).await;
+    let mut disk = alert_of("backup-01", "disk /srv/backups is 91% full", 10);
+    disk["alerts"][0]["labels"]["severity"] = json!("warning");
+    let target = post(&app, &user, &disk).await;
     assert_ne!(merged, target);
     let response = app
         .send_as(

@@ -34,6 +34,8 @@ pub enum EntityKind {
     Version,
     Commit,
     Certificate,
+    /// The team that owns the alerting service (`team`, `owner` labels), as a slug.
+    Team,
 }
 
 impl EntityKind {
@@ -57,7 +59,14 @@ impl EntityKind {
             Self::Version => "version",
             Self::Commit => "commit",
             Self::Certificate => "certificate",
+            Self::Team => "team",
         }
+    }
+
+    /// Whether two alerts naming the same one were raised in one context (one owning team, one
+    /// namespace): not a shared cause, but enough to let a warning join the only open incident.
+    pub fn is_context(self) -> bool {
+        matches!(self, Self::Team | Self::Namespace)
     }
 
     /// Whether two alerts naming the same one say they share a cause: an address or a host
@@ -111,6 +120,8 @@ pub const LABEL_KINDS: &[(&str, EntityKind)] = &[
     ("queue", EntityKind::Queue), ("topic", EntityKind::Queue),
     ("version", EntityKind::Version), ("commit", EntityKind::Commit), ("sha", EntityKind::Commit),
     ("certificate", EntityKind::Certificate), ("cert", EntityKind::Certificate),
+    ("team", EntityKind::Team), ("teams", EntityKind::Team), ("owner", EntityKind::Team),
+    ("squad", EntityKind::Team),
 ];
 
 /// Words after which the next name is a host (`on host db-7`, `broker kafka-2`).
@@ -173,8 +184,15 @@ impl Evidence {
                 continue;
             }
             let key = key.to_ascii_lowercase();
-            if let Some(&(_, kind)) = LABEL_KINDS.iter().find(|(name, _)| *name == key) {
-                found.entity(kind, value);
+            match LABEL_KINDS.iter().find(|(name, _)| *name == key) {
+                // A paging tool lists display names ("Core Banking, Payments"); labels use slugs.
+                Some(&(_, EntityKind::Team)) => {
+                    for team in value.split(',').map(slug).filter(|team| !team.is_empty()) {
+                        found.entity(EntityKind::Team, &team);
+                    }
+                }
+                Some(&(_, kind)) => found.entity(kind, value),
+                None => {}
             }
             found.scan(value, false);
         }
@@ -194,7 +212,8 @@ impl Evidence {
     }
 
     /// The keys an incident keeps of this evidence: its specific entities (`kind=value`), its
-    /// distinctive failure kinds (`f:id`) and its terms (`t:term`).
+    /// context entities (`ctx:kind=value`), its distinctive failure kinds (`f:id`) and its terms
+    /// (`t:term`).
     pub fn keys(&self) -> impl Iterator<Item = String> + '_ {
         let distinctive = self
             .failures
@@ -205,9 +224,29 @@ impl Evidence {
             .iter()
             .filter(|entity| entity.kind.is_specific())
             .map(Entity::key)
+            .chain(
+                self.entities
+                    .iter()
+                    .filter(|entity| entity.kind.is_context())
+                    .map(|entity| context_key(&entity.key())),
+            )
             .chain(distinctive)
             .chain(self.terms.iter().map(|term| term_key(term)))
     }
+}
+
+/// How a context entity is kept among an incident's evidence keys.
+pub fn context_key(entity_key: &str) -> String {
+    format!("ctx:{entity_key}")
+}
+
+/// `Core Banking` → `core-banking`.
+fn slug(name: &str) -> String {
+    name.split(|c: char| !c.is_alphanumeric())
+        .filter(|part| !part.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 /// How a failure kind is kept among an incident's evidence keys.
@@ -560,6 +599,17 @@ mod tests {
             EntityKind::Host,
             "ch-events-03"
         ));
+    }
+
+    #[test]
+    fn owning_teams_are_context_keys() {
+        let evidence = Evidence::extract([("teams", "Core Banking, Payments"), ("namespace", "ledger")], []);
+        let keys = evidence.sorted_keys();
+        for key in ["ctx:team=core-banking", "ctx:team=payments", "ctx:namespace=ledger"] {
+            assert!(keys.contains(&key.to_owned()), "{key} in {keys:?}");
+        }
+        let from_label = Evidence::extract([("team", "core-banking")], []);
+        assert!(from_label.sorted_keys().contains(&"ctx:team=core-banking".to_owned()));
     }
 
     #[test]

@@ -78,6 +78,34 @@ pub struct NewAlert {
     pub embedding: Vec<f32>,
     /// The keys of its [`evidence::Evidence`], sorted.
     pub evidence: Vec<String>,
+    /// A warning or less ([`is_minor_severity`]): it joins an incident only on evidence.
+    pub minor: bool,
+}
+
+/// Whether a normalized severity says the sender does not page for it: a warning, an
+/// informational notice, a low priority (P3 and below), or Splunk's 1 to 3.
+pub fn is_minor_severity(severity: Option<&str>) -> bool {
+    severity.is_some_and(|severity| {
+        matches!(
+            severity.trim().to_ascii_lowercase().as_str(),
+            "warning"
+                | "warn"
+                | "info"
+                | "low"
+                | "minor"
+                | "notice"
+                | "debug"
+                | "p3"
+                | "p4"
+                | "p5"
+                | "sev3"
+                | "sev4"
+                | "sev5"
+                | "1"
+                | "2"
+                | "3"
+        )
+    })
 }
 
 /// An open incident the alert may join.
@@ -572,6 +600,7 @@ pub fn best_match_in(
         }
     }
     let rarest = |keys: &[&str]| keys.iter().map(|key| counts[key]).min().unwrap_or(1);
+    let sole_candidate = eligible.len() == 1 && alert.kind == EventKind::Alert;
     let mut ranked: Vec<(usize, DateTime<Utc>, Score)> = Vec::new();
     for (index, nearest, common) in &eligible {
         let sharing = relation::Sharing {
@@ -590,6 +619,11 @@ pub fn best_match_in(
                 &candidate.services(),
                 &candidate.evidence,
             ),
+        };
+        let relation = if sole_candidate {
+            relation.or_sole_candidate(common, alert.minor)
+        } else {
+            relation
         };
         let score = score_with(alert, &candidates[*index], config, Some(*nearest), relation);
         if score.correlates() {
@@ -640,6 +674,7 @@ mod tests {
             kind,
             embedding: embed(title),
             evidence: Vec::new(),
+            minor: false,
         }
     }
 
@@ -787,7 +822,28 @@ mod tests {
         assert!(s.semantic < 0.3, "{s:?}");
         assert!(s.total < 0.6, "{s:?}");
         assert_eq!(s.strategy, Strategy::TimeWindow);
-        assert_eq!(best_match(&new, &[open], &config), None);
+        // With another incident open in the window, nothing points at this one.
+        let other = incident("ledger-writer crash loop", Some("ledger-writer"), &[at(11, 3, 0)]);
+        assert_eq!(best_match(&new, &[open.clone(), other], &config), None);
+        // As the only open incident it takes a serious alert that came soon after, and says why;
+        // a warning with nothing in common stays apart.
+        let found = best_match(&new, std::slice::from_ref(&open), &config).expect("the sole candidate");
+        assert_eq!(found.score.relation.kind, relation::RelationKind::SoleCandidate);
+        assert!(!found.score.relation.is_direct());
+        let warning = NewAlert {
+            minor: true,
+            ..new.clone()
+        };
+        assert_eq!(best_match(&warning, std::slice::from_ref(&open), &config), None);
+        // Unless it was raised by the incident's own team.
+        let team = vec![evidence::context_key("team=payments")];
+        let same_team = NewAlert {
+            evidence: team.clone(),
+            ..warning
+        };
+        let owned = CandidateIncident { evidence: team, ..open };
+        let found = best_match(&same_team, &[owned], &config).expect("the team's incident");
+        assert_eq!(found.score.relation.shared_context, ["ctx:team=payments"]);
 
         // A partly shared service name ("api") is not enough either.
         let open = incident(
@@ -804,6 +860,20 @@ mod tests {
         let s = score(&new, &open, &config);
         assert_eq!(s.service_match, 0.0, "api is a generic part");
         assert!(s.total < 0.6, "{s:?}");
+    }
+
+    #[test]
+    fn warnings_and_low_priorities_are_minor() {
+        for minor in ["warning", "Warn", "info", "P4", "low", "3"] {
+            assert!(is_minor_severity(Some(minor)), "{minor}");
+        }
+        for serious in ["critical", "p1", "P2", "high", "5", "availability"] {
+            assert!(!is_minor_severity(Some(serious)), "{serious}");
+        }
+        assert!(
+            !is_minor_severity(None),
+            "an alert that says nothing is taken as serious"
+        );
     }
 
     // --- cap, window edges, order --------------------------------------------------------

@@ -24,6 +24,9 @@ pub const NAME_PART_SCORE: f64 = 0.75;
 pub const SHARED_FAILURE_SCORE: f64 = 0.4;
 /// The most indirect evidence can add up to: below the same service.
 pub const MAX_INDIRECT_SCORE: f64 = 0.95;
+/// A serious alert of a tenant that has exactly one incident open within the window, with
+/// nothing else to relate them: enough with a close time, not with a distant one.
+pub const SOLE_CANDIDATE_SCORE: f64 = 0.75;
 
 /// Name parts that say what a service is, not which: stripped before names are compared.
 #[rustfmt::skip]
@@ -50,6 +53,9 @@ pub enum RelationKind {
     LearnedDependency,
     /// One side names an address the other side's service owns (declared).
     OwnedAddress,
+    /// Nothing shared, but the incident is the only one open within the window and the alert is
+    /// serious: what one team sees fail within minutes is usually one failure.
+    SoleCandidate,
     None,
 }
 
@@ -80,6 +86,9 @@ pub struct Relation {
     /// Distinctive failure kinds both show.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_failures: Vec<String>,
+    /// Context both were raised in (`ctx:team=…`, `ctx:namespace=…`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_context: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_incidents: Option<usize>,
 }
@@ -96,6 +105,7 @@ impl Relation {
             sibling_incidents: None,
             shared_failures: Vec::new(),
             failure_incidents: None,
+            shared_context: Vec::new(),
             name_part: None,
             name_part_incidents: None,
         }
@@ -103,6 +113,22 @@ impl Relation {
 
     pub fn none() -> Self {
         Self::of(RelationKind::None, 0.0)
+    }
+
+    /// The relation to the only open incident: [`SOLE_CANDIDATE_SCORE`] unless the evidence
+    /// found a stronger one. A minor alert (a warning) needs some evidence or a shared context:
+    /// warnings of other teams fire all the time.
+    pub fn or_sole_candidate(self, common: &Common<'_>, minor: bool) -> Self {
+        let shared_context: Vec<String> = common.context.iter().map(|k| (*k).to_owned()).collect();
+        if self.score >= SOLE_CANDIDATE_SCORE || (minor && self.score <= 0.0 && shared_context.is_empty()) {
+            return self;
+        }
+        Self {
+            kind: RelationKind::SoleCandidate,
+            score: SOLE_CANDIDATE_SCORE,
+            shared_context,
+            ..self
+        }
     }
 
     /// Whether it rests on direct evidence: the same service, one naming the other, or a
@@ -115,7 +141,7 @@ impl Relation {
             | RelationKind::MentionedBy
             | RelationKind::Dependency
             | RelationKind::OwnedAddress => true,
-            RelationKind::LearnedDependency => false,
+            RelationKind::LearnedDependency | RelationKind::SoleCandidate => false,
             RelationKind::SharedEvidence => self.entity_incidents.is_some_and(|n| n <= 2),
             RelationKind::None => false,
         }
@@ -132,6 +158,8 @@ pub struct Common<'a> {
     shared: Vec<&'a str>,
     /// Shared distinctive failure keys.
     failures: Vec<&'a str>,
+    /// Shared context keys (`ctx:…`).
+    context: Vec<&'a str>,
     sibling: Option<String>,
     /// A distinctive name part of one side's service named in the other's text.
     name_part: Option<String>,
@@ -270,6 +298,8 @@ pub fn common<'a>(
     {
         if key.starts_with("f:") {
             common.failures.push(key);
+        } else if key.starts_with("ctx:") {
+            common.context.push(key);
         } else {
             common.shared.push(key);
         }
