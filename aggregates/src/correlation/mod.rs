@@ -78,7 +78,8 @@ pub struct NewAlert {
     pub embedding: Vec<f32>,
     /// The keys of its [`evidence::Evidence`], sorted.
     pub evidence: Vec<String>,
-    /// A warning or less ([`is_minor_severity`]): it joins an incident only on evidence.
+    /// A warning or less ([`is_minor_severity`]): the only open incident takes it only with
+    /// some evidence or a shared context (see [`relation::Relation::or_sole_candidate`]).
     pub minor: bool,
 }
 
