@@ -25,6 +25,13 @@ pub(crate) fn alert_of(service: &str, description: &str, seconds: i64) -> Value 
     payload
 }
 
+/// [`alert_of`] with the `severity` label the sender gives it (`warning`, `critical`).
+pub(crate) fn alert_with_severity(service: &str, description: &str, seconds: i64, severity: &str) -> Value {
+    let mut payload = alert_of(service, description, seconds);
+    payload["alerts"][0]["labels"]["severity"] = json!(severity);
+    payload
+}
+
 /// Posts the alert; the incident it went to.
 pub(crate) async fn post(app: &TestApp, user: &str, body: &Value) -> String {
     let answer = post_alert(app, user, "/api/source_a/alerts", body).await;
@@ -87,8 +94,7 @@ async fn unrelated_services_at_the_same_moment_stay_apart() {
     )
     .await;
     // A warning of another team, naming nothing the incident names.
-    let mut warning = alert_of("backup-01", "disk /srv/backups is 91% full", 10);
-    warning["alerts"][0]["labels"]["severity"] = json!("warning");
+    let warning = alert_with_severity("backup-01", "disk /srv/backups is 91% full", 10, "warning");
     let second = post(&app, &user, &warning).await;
     assert_ne!(first, second);
 }
@@ -98,8 +104,7 @@ async fn a_serious_alert_soon_after_joins_the_only_open_incident_and_says_why() 
     let app = spawn_app().await;
     let user = app.new_user().await.id;
     let first = post(&app, &user, &alert_of("upload-api", "photo upload failure rate 31%", 0)).await;
-    let mut page = alert_of("feed-api", "broken image rate 9.3%", 60);
-    page["alerts"][0]["labels"]["severity"] = json!("critical");
+    let page = alert_with_severity("feed-api", "broken image rate 9.3%", 60, "critical");
     let second = post(&app, &user, &page).await;
     assert_eq!(first, second, "one tenant, one open incident, a page a minute later");
     let incident = detail(&app, &user, &first).await;
@@ -107,12 +112,10 @@ async fn a_serious_alert_soon_after_joins_the_only_open_incident_and_says_why() 
     assert_eq!(details["relation"]["kind"], "sole_candidate");
 
     // With two incidents open, nothing says which one it belongs to: it opens its own.
-    let mut unrelated = alert_of("ledger-writer", "consumer lag 1,200 messages", 90);
-    unrelated["alerts"][0]["labels"]["severity"] = json!("warning");
+    let unrelated = alert_with_severity("ledger-writer", "consumer lag 1,200 messages", 90, "warning");
     let other = post(&app, &user, &unrelated).await;
     assert_ne!(other, first, "a warning with nothing in common stays apart");
-    let mut late = alert_of("search-api", "p99 latency 4.1s", 100);
-    late["alerts"][0]["labels"]["severity"] = json!("critical");
+    let late = alert_with_severity("search-api", "p99 latency 4.1s", 100, "critical");
     let third = post(&app, &user, &late).await;
     assert!(third != first && third != other, "two candidates: no prior");
 }
@@ -128,8 +131,12 @@ async fn an_alert_bridging_two_open_incidents_has_them_merged_by_the_correlator(
     )
     .await;
     // A warning: the only open incident does not take it without evidence.
-    let mut down = alert_of("subcache", "redis_up == 0 on 10.12.8.40:6379 for 2 minutes", 45);
-    down["alerts"][0]["labels"]["severity"] = json!("warning");
+    let down = alert_with_severity(
+        "subcache",
+        "redis_up == 0 on 10.12.8.40:6379 for 2 minutes",
+        45,
+        "warning",
+    );
     let cache = post(&app, &user, &down).await;
     assert_ne!(caller, cache, "nothing links them yet");
     let bridge = post(

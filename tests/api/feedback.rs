@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::{
-    correlation::{alert_of, post},
+    correlation::{alert_of, alert_with_severity, post},
     helpers::{assert_error, eventually, spawn_app, spawn_app_without_workers, TestApp},
     incidents::detail,
 };
@@ -375,8 +375,7 @@ async fn storefront_and_ledger(app: &TestApp, user: &str) -> (String, String) {
         &alert_of("storefront", "checkout page returns 502 for 12% of requests", 0),
     )
     .await;
-    let mut lag = alert_of("ledger-db", "replication lag above 30s on the primary", 60);
-    lag["alerts"][0]["labels"]["severity"] = json!("warning");
+    let lag = alert_with_severity("ledger-db", "replication lag above 30s on the primary", 60, "warning");
     let ledger = post(app, user, &lag).await;
     (front, ledger)
 }

@@ -45,6 +45,12 @@ async fn patch(app: &TestApp, user: &str, id: &str, body: Value) -> reqwest::Res
         .await
 }
 
+/// Resolves the incident; the answer must be 200.
+pub(crate) async fn resolve(app: &TestApp, user: &str, id: &str) {
+    let response = patch(app, user, id, json!({ "status": "resolved" })).await;
+    assert_eq!(response.status(), 200, "{:?}", response.text().await);
+}
+
 /// Asks to merge `source` into `target`.
 async fn merge(app: &TestApp, user: &str, target: &str, source: &str) -> reqwest::Response {
     let body = json!({ "sourceIncidentId": source });

@@ -13,6 +13,7 @@ use vigil_llm::fake::{FakeOpenAi, Reply};
 use crate::{
     helpers::{eventually, spawn_app, spawn_app_with, spawn_app_without_workers, TestApp},
     ingestion::{fixture, post_alert},
+    rca::app_with_priced_model,
 };
 
 /// One sample of the text exposition.
@@ -371,13 +372,7 @@ async fn refusals_are_counted_by_budget() {
 async fn model_calls_count_their_tokens_and_cost() {
     let model = FakeOpenAi::start().await;
     model.push(Reply::text("The checkout-api pool is exhausted.").usage(1200, 300));
-    let base_url = model.base_url().to_owned();
-    let app = spawn_app_with(move |config| {
-        config.llm_base_url = Some(base_url);
-        config.llm_model = "gpt-4o-mini".into();
-        config.llm_prices = Some("gpt-4o-mini=0.15/0.6".into());
-    })
-    .await;
+    let app = app_with_priced_model(&model).await;
     let user = app.new_user().await.id;
     post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
     let metrics = eventually("the model call to be counted", || async {

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use crate::{
     helpers::{eventually, spawn_app, spawn_app_without_workers, TestApp},
+    incidents::resolve,
     ingestion::{fixture, post_alert},
 };
 
@@ -13,18 +14,6 @@ async fn incident_of(app: &TestApp, user: &str) -> String {
     let placed = post_alert(app, user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
     post_alert(app, user, "/api/source_a/alerts", &fixture("source_a", "related")).await;
     placed["alerts"][0]["incident_id"].as_str().unwrap().to_owned()
-}
-
-async fn resolve(app: &TestApp, user: &str, id: &str) {
-    let response = app
-        .send_as(
-            user,
-            Method::PATCH,
-            &format!("/api/incidents/{id}"),
-            Some(&json!({ "status": "resolved" })),
-        )
-        .await;
-    assert_eq!(response.status(), 200);
 }
 
 async fn postmortem_jobs(app: &TestApp, id: &str) -> i64 {

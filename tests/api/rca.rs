@@ -30,6 +30,17 @@ async fn analysed_incident(app: &TestApp, user: &str) -> Value {
     incident
 }
 
+/// The service with `model` as `gpt-4o-mini`, priced at 0.15 / 0.6 USD per million tokens in / out.
+pub(crate) async fn app_with_priced_model(model: &FakeOpenAi) -> TestApp {
+    let base_url = model.base_url().to_owned();
+    spawn_app_with(move |config| {
+        config.llm_base_url = Some(base_url);
+        config.llm_model = "gpt-4o-mini".into();
+        config.llm_prices = Some("gpt-4o-mini=0.15/0.6".into());
+    })
+    .await
+}
+
 /// The service with `model` as its language model.
 async fn app_with_model(model: &FakeOpenAi) -> TestApp {
     let base_url = model.base_url().to_owned();
@@ -41,13 +52,7 @@ async fn a_configured_model_writes_the_summary_and_its_usage_is_recorded() {
     let model = FakeOpenAi::start().await;
     let answer = "Most likely cause: the checkout-api database pool is exhausted. Raise the pool size.";
     model.push(Reply::text(answer).usage(1200, 300));
-    let base_url = model.base_url().to_owned();
-    let app = spawn_app_with(move |config| {
-        config.llm_base_url = Some(base_url);
-        config.llm_model = "gpt-4o-mini".into();
-        config.llm_prices = Some("gpt-4o-mini=0.15/0.6".into());
-    })
-    .await;
+    let app = app_with_priced_model(&model).await;
     let user = app.new_user().await.id;
 
     let incident = analysed_incident(&app, &user).await;

@@ -7,9 +7,9 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::{
-    correlation::{alert_of, post},
+    correlation::{alert_of, alert_with_severity, post},
     helpers::{eventually, spawn_app, spawn_app_without_workers, TestApp},
-    incidents::detail,
+    incidents::{detail, resolve},
     ingestion::{fixture, post_alert},
 };
 
@@ -20,18 +20,6 @@ fn firing_at(starts_at: &str) -> Value {
     let mut body = fixture("source_a", "firing");
     body["alerts"][0]["startsAt"] = json!(starts_at);
     body
-}
-
-async fn resolve(app: &TestApp, user: &str, id: &str) {
-    let response = app
-        .send_as(
-            user,
-            Method::PATCH,
-            &format!("/api/incidents/{id}"),
-            Some(&json!({ "status": "resolved" })),
-        )
-        .await;
-    assert_eq!(response.status(), 200, "{:?}", response.text().await);
 }
 
 /// Where a notification's first alert went: its alert id, incident and whether it correlated.
@@ -176,8 +164,7 @@ async fn a_merged_incidents_alert_firing_again_does_not_go_into_it() {
     let user = app.new_user().await.id;
     let orders = "GET /orders failed: dial tcp 10.9.8.7:6379: i/o timeout";
     let merged = post(&app, &user, &alert_of("orders-api", orders, 0)).await;
-    let mut disk = alert_of("backup-01", "disk /srv/backups is 91% full", 10);
-    disk["alerts"][0]["labels"]["severity"] = json!("warning");
+    let disk = alert_with_severity("backup-01", "disk /srv/backups is 91% full", 10, "warning");
     let target = post(&app, &user, &disk).await;
     assert_ne!(merged, target);
     let response = app

@@ -119,14 +119,14 @@ impl Relation {
     /// found a stronger one. A minor alert (a warning) needs some evidence or a shared context:
     /// warnings of other teams fire all the time.
     pub fn or_sole_candidate(self, common: &Common<'_>, minor: bool) -> Self {
-        let shared_context: Vec<String> = common.context.iter().map(|k| (*k).to_owned()).collect();
-        if self.score >= SOLE_CANDIDATE_SCORE || (minor && self.score <= 0.0 && shared_context.is_empty()) {
+        let unsupported = minor && self.score <= 0.0 && common.context.is_empty();
+        if self.score >= SOLE_CANDIDATE_SCORE || unsupported {
             return self;
         }
         Self {
             kind: RelationKind::SoleCandidate,
             score: SOLE_CANDIDATE_SCORE,
-            shared_context,
+            shared_context: common.context.iter().map(|key| (*key).to_owned()).collect(),
             ..self
         }
     }
