@@ -214,25 +214,34 @@ const EXCERPT_CONTEXT: usize = 90;
 
 /// Builds the ledger from the incident's alerts, other alerts of the same user and window that
 /// were not grouped with it (`nearby`), and its linked changes. A nearby alert is reasoned from
-/// when a chain of direct evidence (a mention, a shared address or host, a shared distinctive
-/// failure) leads to it from the incident's alerts. The others are ruled out, unless the
-/// incident's own evidence establishes nothing: then those that show a failure of their own are
-/// kept as unlinked leads (a caller's vague errors often name nothing of the dependency that
-/// fails at the same time).
+/// when a chain of direct evidence (a mention, a shared address or host) leads to it from the
+/// incident's alerts, or when it shows a distinctive failure one of those shows (one hop, not
+/// followed further). The others are ruled out, unless the incident's own evidence establishes
+/// nothing: then those that show a failure of their own are kept as unlinked leads (a caller's
+/// vague errors often name nothing of the dependency that fails at the same time).
 pub fn build_with_context(alerts: &[AlertRecord], nearby: &[AlertRecord], changes: &[ChangeRecord]) -> Ledger {
     let mut reached: Vec<AlertRecord> = alerts.to_vec();
     let mut pending: Vec<&AlertRecord> = nearby.iter().collect();
     loop {
         let (linked, rest): (Vec<&AlertRecord>, Vec<&AlertRecord>) = pending
             .into_iter()
-            .partition(|candidate| reached.iter().any(|known| related(known, candidate)));
+            .partition(|candidate| reached.iter().any(|known| link(known, candidate) == Link::Direct));
         pending = rest;
         if linked.is_empty() {
             break;
         }
         reached.extend(linked.into_iter().cloned());
     }
-    let mut ledger = build(&reached, changes);
+    // Reached through a shared failure kind only: reasoned from, but not followed further. Two
+    // services seeing expired credentials at once is a lead; what the other one names is
+    // another incident's business.
+    let (touched, rest): (Vec<&AlertRecord>, Vec<&AlertRecord>) = pending
+        .into_iter()
+        .partition(|candidate| reached.iter().any(|known| link(known, candidate) == Link::SameFailure));
+    pending = rest;
+    let witnesses = reached.len();
+    reached.extend(touched.into_iter().cloned());
+    let mut ledger = build_in(&reached, witnesses, changes);
     if ledger.leading().is_none() {
         ledger.unlinked = unlinked_failures(&pending);
     }
@@ -282,22 +291,49 @@ fn unlinked_failures(alerts: &[&AlertRecord]) -> Vec<Unlinked> {
     found.into_iter().take(MAX_UNLINKED).map(|(_, u)| u).collect()
 }
 
-/// Whether evidence leads from one alert to the other: one names the other's service, or they
-/// name one specific entity, or show one distinctive failure. (Domain words are not followed:
-/// in a tenant of many products they lead into unrelated incidents.)
-fn related(a: &AlertRecord, b: &AlertRecord) -> bool {
+/// How evidence leads from one alert to another, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Link {
+    None,
+    /// They show one distinctive failure.
+    SameFailure,
+    /// One names the other's service, or they name one specific entity.
+    Direct,
+}
+
+/// How evidence leads from `a` to `b`. (Domain words are not followed: in a tenant of many
+/// products they lead into unrelated incidents.)
+fn link(a: &AlertRecord, b: &AlertRecord) -> Link {
     let services_b: Vec<&str> = b.service.as_deref().into_iter().collect();
     let common = relation::common(a.service.as_deref(), &a.keys, &services_b, &b.keys);
-    let relation = relation::relation(&common, relation::Sharing::ALONE);
-    relation.is_direct() || !common.failures().is_empty()
+    if relation::relation(&common, relation::Sharing::ALONE).is_direct() {
+        Link::Direct
+    } else if !common.failures().is_empty() {
+        Link::SameFailure
+    } else {
+        Link::None
+    }
 }
 
 /// Builds the ledger of an incident from its alerts (oldest first) and its linked changes.
 pub fn build(alerts: &[AlertRecord], changes: &[ChangeRecord]) -> Ledger {
+    build_in(alerts, alerts.len(), changes)
+}
+
+/// What a failure of an alert reached only through a shared failure kind counts for: it is a
+/// lead from another incident, not the incident's own evidence.
+const TOUCHED_WEIGHT: f64 = 0.5;
+
+/// [`build`] where only `alerts[..witnesses]` are the incident's own or directly linked: the
+/// others' failures count for [`TOUCHED_WEIGHT`], and what they name supports nothing.
+fn build_in(alerts: &[AlertRecord], witnesses: usize, changes: &[ChangeRecord]) -> Ledger {
     let first_alert = alerts.iter().map(|a| a.fired_at).min();
     let mut hypotheses: Vec<Hypothesis> = Vec::new();
     for (index, alert) in alerts.iter().enumerate() {
-        if let Some(hypothesis) = own_failure(alerts, index, alert) {
+        if let Some(mut hypothesis) = own_failure(&alerts[..witnesses], index, alert) {
+            if index >= witnesses {
+                hypothesis.score *= TOUCHED_WEIGHT;
+            }
             merge_into(&mut hypotheses, hypothesis);
         }
     }
@@ -350,8 +386,9 @@ pub fn build(alerts: &[AlertRecord], changes: &[ChangeRecord]) -> Ledger {
     }
 }
 
-/// The hypothesis that an alert's own component is failing, from the failures its text shows.
-fn own_failure(alerts: &[AlertRecord], index: usize, alert: &AlertRecord) -> Option<Hypothesis> {
+/// The hypothesis that an alert's own component is failing, from the failures its text shows;
+/// `witnesses` are the alerts whose naming it counts as support.
+fn own_failure(witnesses: &[AlertRecord], index: usize, alert: &AlertRecord) -> Option<Hypothesis> {
     let service = alert.service.clone()?;
     let support: Vec<Finding> = findings(index, alert)
         .into_iter()
@@ -365,7 +402,7 @@ fn own_failure(alerts: &[AlertRecord], index: usize, alert: &AlertRecord) -> Opt
     if support.is_empty() {
         return None;
     }
-    let named_by = naming_alerts(alerts, index, &service);
+    let named_by = naming_alerts(witnesses, index, &service);
     let best = support
         .iter()
         .filter_map(|f| f.signature.as_deref().and_then(signatures::by_id))
@@ -573,21 +610,24 @@ fn verdict(hypothesis: &Hypothesis) -> Verdict {
     }
 }
 
-/// The failures an alert's texts show, each quoted around its phrase.
+/// The failures an alert's texts show, each quoted around its phrase. Where several fields show
+/// one failure, the longest quote is kept: a description says more than an alert's name.
 fn findings(index: usize, alert: &AlertRecord) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     for (field, text) in &alert.texts {
         for (signature, range) in signatures::matches(text) {
-            if out.iter().any(|f| f.signature.as_deref() == Some(signature.id)) {
-                continue;
-            }
-            out.push(Finding {
+            let finding = Finding {
                 alert: Some(index),
                 source: alert.service.clone().unwrap_or_else(|| alert.title.clone()),
                 field: field.clone(),
                 excerpt: excerpt(text, range),
                 signature: Some(signature.id.to_owned()),
-            });
+            };
+            match out.iter_mut().find(|f| f.signature == finding.signature) {
+                Some(kept) if kept.excerpt.len() < finding.excerpt.len() => *kept = finding,
+                Some(_) => {}
+                None => out.push(finding),
+            }
         }
     }
     out
@@ -761,6 +801,60 @@ mod tests {
         let ledger = build_with_context(&incident, &nearby, &[]);
         assert_eq!(ledger.leading().unwrap().component, "payvault", "{ledger:#?}");
         assert!(ledger.ruled_out.iter().any(|r| r.subject == "backup-01"));
+    }
+
+    #[test]
+    fn a_failure_shared_with_another_incident_is_a_lead_not_a_path_into_it() {
+        let incident = [
+            alert("smtp-relay-02", "No free inodes on /var/spool/postfix", 0),
+            alert(
+                "mail-send-api",
+                "send failed: smtp-relay-02:25 refused the connection",
+                60,
+            ),
+        ];
+        // Another incident of the same minutes: a disk fills, and its caller names it. The
+        // shared kind of failure reaches the disk's alert, not what its callers say of it.
+        let nearby = [
+            alert("ch-events-03", "No free inodes on /var/lib/clickhouse, disk full", 30),
+            alert(
+                "events-writer",
+                "insert into ch-events-03 failed: no space left on device",
+                90,
+            ),
+        ];
+        let ledger = build_with_context(&incident, &nearby, &[]);
+        assert_eq!(ledger.leading().unwrap().component, "smtp-relay-02", "{ledger:#?}");
+        let other = ledger
+            .hypotheses
+            .iter()
+            .find(|h| h.component == "ch-events-03")
+            .unwrap();
+        assert!(other.named_by.is_empty(), "{other:#?}");
+    }
+
+    #[test]
+    fn the_longest_quote_of_a_failure_is_kept() {
+        let alert = AlertRecord::new(
+            Some("iam-core".into()),
+            "KubeDeploymentReplicasUnavailable".into(),
+            vec![
+                ("alertname".into(), "KubeDeploymentReplicasUnavailable".into()),
+                (
+                    "description".into(),
+                    "iam-core has 0 of 3 replicas available: all pods were evicted".into(),
+                ),
+            ],
+            Evidence::extract([("service", "iam-core")], ["iam-core has 0 of 3 replicas available"]),
+            at(0),
+        );
+        let found = findings(0, &alert);
+        let unavailable = found
+            .iter()
+            .find(|f| f.signature.as_deref() == Some("pods_unavailable"))
+            .unwrap();
+        assert_eq!(unavailable.field, "description");
+        assert!(unavailable.excerpt.contains("evicted"), "{unavailable:?}");
     }
 
     #[test]
