@@ -413,7 +413,13 @@ fn own_failure(witnesses: &[AlertRecord], index: usize, alert: &AlertRecord) -> 
         ids.dedup();
         ids.len()
     };
-    let score = own_weight(best) + 0.15 * (distinct - 1) as f64 + 0.45 * named_by.len() as f64;
+    let hinted_by = hinting_alerts(witnesses, index, &service, &named_by);
+    let score = own_weight(best)
+        + 0.15 * (distinct - 1) as f64
+        + NAMED_WEIGHT * named_by.len() as f64
+        + HINTED_WEIGHT * hinted_by.len() as f64;
+    let mut named_by = named_by;
+    named_by.extend(hinted_by);
     Some(Hypothesis {
         component: component_name(alert, best, &service),
         kind: kind_of(best.implicates),
@@ -633,6 +639,35 @@ fn findings(index: usize, alert: &AlertRecord) -> Vec<Finding> {
     out
 }
 
+/// What each other service whose alerts name the component adds to its score.
+const NAMED_WEIGHT: f64 = 0.45;
+/// What each other service whose alerts name only the component's domain word adds
+/// (`basket update failures` of `basket-api`): a caller's words, weaker than its name.
+const HINTED_WEIGHT: f64 = 0.2;
+
+/// Other services whose alerts name the domain word of `service` (its distinctive leading
+/// part), among those not in `named_by` and not of that word themselves.
+fn hinting_alerts(alerts: &[AlertRecord], index: usize, service: &str, named_by: &[String]) -> Vec<String> {
+    let Some(part) = relation::leading_part(service).filter(|part| !part.bytes().any(|b| b.is_ascii_digit())) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = alerts
+        .iter()
+        .enumerate()
+        .filter(|(other, _)| *other != index)
+        .filter_map(|(_, alert)| alert.service.clone().map(|name| (name, alert)))
+        .filter(|(name, alert)| {
+            !named_by.contains(name)
+                && relation::leading_part(name).as_deref() != Some(part.as_str())
+                && relation::uses_part(&[], &alert.keys, &part)
+        })
+        .map(|(name, _)| name)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Other alerts whose text names `service` (by name, a DNS name or host starting with it).
 fn naming_alerts(alerts: &[AlertRecord], index: usize, service: &str) -> Vec<String> {
     let mut names: Vec<String> = alerts
@@ -831,6 +866,23 @@ mod tests {
             .find(|h| h.component == "ch-events-03")
             .unwrap();
         assert!(other.named_by.is_empty(), "{other:#?}");
+    }
+
+    #[test]
+    fn a_caller_naming_the_components_domain_word_supports_it() {
+        let alerts = [
+            alert(
+                "basket-api",
+                "POST /v2/baskets/items 500: flag promo_v2=on (flag revision 88, rollout 100%)",
+                0,
+            ),
+            alert("basketly-web", "basket update failures 5.2%", 90),
+        ];
+        let ledger = build(&alerts, &[]);
+        let leader = ledger.leading().expect("the configuration change leads");
+        assert_eq!(leader.component, "basket-api");
+        assert_eq!(leader.named_by, ["basketly-web"]);
+        assert_eq!(leader.verdict, Verdict::Confirmed);
     }
 
     #[test]
