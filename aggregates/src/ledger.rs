@@ -221,26 +221,42 @@ const EXCERPT_CONTEXT: usize = 90;
 /// vague errors often name nothing of the dependency that fails at the same time).
 pub fn build_with_context(alerts: &[AlertRecord], nearby: &[AlertRecord], changes: &[ChangeRecord]) -> Ledger {
     let mut reached: Vec<AlertRecord> = alerts.to_vec();
-    let mut pending: Vec<&AlertRecord> = nearby.iter().collect();
+    // Each pending alert with the strongest link found so far; each round compares it only with
+    // the alerts the round before reached, so that every pair is looked at once.
+    let mut pending: Vec<(&AlertRecord, Link)> = nearby.iter().map(|alert| (alert, Link::None)).collect();
+    let mut frontier = 0..reached.len();
     loop {
-        let (linked, rest): (Vec<&AlertRecord>, Vec<&AlertRecord>) = pending
-            .into_iter()
-            .partition(|candidate| reached.iter().any(|known| link(known, candidate) == Link::Direct));
+        let mut linked = Vec::new();
+        let mut rest = Vec::new();
+        for (candidate, mut strongest) in pending {
+            for known in &reached[frontier.clone()] {
+                strongest = strongest.max(link(known, candidate));
+                if strongest == Link::Direct {
+                    break;
+                }
+            }
+            if strongest == Link::Direct {
+                linked.push(candidate);
+            } else {
+                rest.push((candidate, strongest));
+            }
+        }
         pending = rest;
         if linked.is_empty() {
             break;
         }
+        frontier = reached.len()..reached.len() + linked.len();
         reached.extend(linked.into_iter().cloned());
     }
     // Reached through a shared failure kind only: reasoned from, but not followed further. Two
     // services seeing expired credentials at once is a lead; what the other one names is
     // another incident's business.
-    let (touched, rest): (Vec<&AlertRecord>, Vec<&AlertRecord>) = pending
+    let (touched, rest): (Vec<_>, Vec<_>) = pending
         .into_iter()
-        .partition(|candidate| reached.iter().any(|known| link(known, candidate) == Link::SameFailure));
-    pending = rest;
+        .partition(|(_, strongest)| *strongest == Link::SameFailure);
+    let pending: Vec<&AlertRecord> = rest.into_iter().map(|(alert, _)| alert).collect();
     let witnesses = reached.len();
-    reached.extend(touched.into_iter().cloned());
+    reached.extend(touched.into_iter().map(|(alert, _)| alert.clone()));
     let mut ledger = build_in(&reached, witnesses, changes);
     if ledger.leading().is_none() {
         ledger.unlinked = unlinked_failures(&pending);
