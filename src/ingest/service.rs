@@ -68,7 +68,7 @@ pub(super) fn alert_info(alert_id: i64, alert: &NormalizedAlert, evidence: &Evid
 }
 
 /// The evidence of an alert: entities of its labels, entities and terms of its title, detail
-/// and free text.
+/// and free text, and the account of the tool that sent it.
 pub fn alert_evidence(alert: &NormalizedAlert) -> Evidence {
     // A host-monitoring agent's alert is about the host it names as its service.
     let host = (alert.source == Source::SourceC)
@@ -83,7 +83,7 @@ pub fn alert_evidence(alert: &NormalizedAlert) -> Evidence {
     let texts = std::iter::once(alert.title.as_str())
         .chain(alert.detail.as_deref())
         .chain(alert.free_text.iter().map(String::as_str));
-    Evidence::extract(labels, texts)
+    Evidence::extract(labels, texts).with_account(alert.account.as_deref())
 }
 
 pub(super) fn event_kind(kind: AlertKind) -> EventKind {

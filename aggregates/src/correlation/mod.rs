@@ -17,8 +17,10 @@ use std::fmt;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
+use account::AccountFit;
 use relation::Relation;
 
+pub mod account;
 mod config;
 mod embedding;
 pub mod evidence;
@@ -376,9 +378,13 @@ pub fn best_match_in(
         }
     }
     let rarest = |keys: &[&str]| keys.iter().map(|key| counts[key]).min().unwrap_or(1);
-    let sole_candidate = eligible.len() == 1 && alert.kind == EventKind::Alert;
-    let mut ranked: Vec<(usize, DateTime<Utc>, Score)> = Vec::new();
-    for (index, nearest, common) in &eligible {
+    let fits: Vec<AccountFit> = eligible
+        .iter()
+        .map(|(index, _, _)| account::fit(&alert.evidence, &candidates[*index].evidence))
+        .collect();
+    let of_same_account = fits.iter().filter(|fit| **fit == AccountFit::Same).count();
+    let mut ranked: Vec<(usize, DateTime<Utc>, Score, bool)> = Vec::new();
+    for ((index, nearest, common), fit) in eligible.iter().zip(&fits) {
         let sharing = relation::Sharing {
             entity: rarest(common.shared()),
             sibling: common.sibling().map_or(1, |lead| counts[lead]),
@@ -396,27 +402,44 @@ pub fn best_match_in(
                 &candidate.evidence,
             ),
         };
-        let relation = if sole_candidate {
+        // Another organisation's incident takes the alert only on direct evidence.
+        let relation = if *fit == AccountFit::Foreign && !relation.is_direct() {
+            Relation::none()
+        } else {
+            relation
+        };
+        let only_open = eligible.len() == 1 && *fit != AccountFit::Foreign;
+        let only_of_account = *fit == AccountFit::Same && of_same_account == 1;
+        let relation = if alert.kind != EventKind::Alert {
+            relation
+        } else if only_open {
             relation.or_sole_candidate(common, alert.minor)
+        } else if only_of_account {
+            relation
+                .or_sole_candidate(common, alert.minor)
+                .of_account(account::of(&alert.evidence))
         } else {
             relation
         };
         let score = score_with(alert, &candidates[*index], config, Some(*nearest), relation);
         if score.correlates() {
-            ranked.push((*index, *nearest, score));
+            ranked.push((*index, *nearest, score, *fit == AccountFit::Foreign));
         }
     }
     // Best first; candidates are visited by increasing index, and the sort is stable.
     ranked.sort_by(|a, b| b.2.total.total_cmp(&a.2.total).then_with(|| b.1.cmp(&a.1)));
     let mut ranked = ranked.into_iter();
-    let (index, _, score) = ranked.next()?;
-    let others: Vec<(usize, DateTime<Utc>, Score)> = ranked.collect();
-    let strong = |score: &Score| score.relation.is_direct() && score.relation.score >= BRIDGE_RELATION;
-    let bridges = if strong(&score) {
+    let (index, _, score, foreign) = ranked.next()?;
+    let others: Vec<(usize, DateTime<Utc>, Score, bool)> = ranked.collect();
+    // Incidents of two organisations are never merged into one.
+    let strong = |score: &Score, foreign: bool| {
+        !foreign && score.relation.is_direct() && score.relation.score >= BRIDGE_RELATION
+    };
+    let bridges = if strong(&score, foreign) {
         others
             .iter()
-            .filter(|(_, _, other)| strong(other))
-            .map(|(index, _, other)| (*index, other.total))
+            .filter(|(_, _, other, foreign)| strong(other, *foreign))
+            .map(|(index, _, other, _)| (*index, other.total))
             .collect()
     } else {
         Vec::new()
@@ -424,7 +447,7 @@ pub fn best_match_in(
     Some(Match {
         index,
         score,
-        runner_up: others.first().map(|(index, _, score)| (*index, score.total)),
+        runner_up: others.first().map(|(index, _, score, _)| (*index, score.total)),
         bridges,
     })
 }

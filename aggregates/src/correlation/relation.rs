@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::account::ACCOUNT_PREFIX;
 use super::evidence::term_key;
 
 /// One service naming the other.
@@ -53,8 +54,9 @@ pub enum RelationKind {
     LearnedDependency,
     /// One side names an address the other side's service owns (declared).
     OwnedAddress,
-    /// Nothing shared, but the incident is the only one open within the window and the alert is
-    /// serious: what one team sees fail within minutes is usually one failure.
+    /// Nothing shared, but the incident is the only one open within the window (or the only
+    /// one of the alert's account) and the alert is serious: what one team sees fail within
+    /// minutes is usually one failure.
     SoleCandidate,
     None,
 }
@@ -91,6 +93,10 @@ pub struct Relation {
     pub shared_context: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_incidents: Option<usize>,
+    /// The account whose only open incident this is, for [`RelationKind::SoleCandidate`] when
+    /// other accounts have incidents open too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 impl Relation {
@@ -108,6 +114,7 @@ impl Relation {
             shared_context: Vec::new(),
             name_part: None,
             name_part_incidents: None,
+            account: None,
         }
     }
 
@@ -129,6 +136,14 @@ impl Relation {
             shared_context: common.context.iter().map(|key| (*key).to_owned()).collect(),
             ..self
         }
+    }
+
+    /// Names the account when the relation is the only open incident of it.
+    pub fn of_account(mut self, account: Option<&str>) -> Self {
+        if self.kind == RelationKind::SoleCandidate {
+            self.account = account.map(str::to_owned);
+        }
+        self
     }
 
     /// Whether it rests on direct evidence: the same service, one naming the other, or a
@@ -294,7 +309,8 @@ pub fn common<'a>(
     }
     for key in alert_evidence
         .iter()
-        .filter(|key| !key.starts_with("t:") && evidence.binary_search(key).is_ok())
+        .filter(|key| !key.starts_with("t:") && !key.starts_with(ACCOUNT_PREFIX))
+        .filter(|key| evidence.binary_search(key).is_ok())
     {
         if key.starts_with("f:") {
             common.failures.push(key);

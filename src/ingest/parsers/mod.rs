@@ -10,6 +10,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)
 )]
 
+mod account;
 mod source_a;
 mod source_b;
 mod source_c;
@@ -56,6 +57,10 @@ pub struct NormalizedAlert {
     pub dashboard_url: Option<String>,
     pub panel_url: Option<String>,
     pub rule_name: Option<String>,
+    /// The account of the tool that sent it: an organisation's name, or `<tool>#<id>`
+    /// (`account.rs`). Correlation keeps different accounts' incidents apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
     /// Flat string labels or tags worth keeping.
     pub labels: Map<String, Value>,
     /// Free text that says what broke beyond `title` and `detail` (a description, problem

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::value::{normalize_severity, unless_same_as, EpochUnit, Obj};
-use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<NormalizedAlert>, ParseError> {
     let notification = Obj::root(payload)?;
@@ -100,6 +100,8 @@ fn parse_alert(
         fired_at: alert.time("startsAt", EpochUnit::Seconds)?.unwrap_or(received_at),
         resolved: state == "resolved",
         state,
+        account: account::organisation(alert.text("generatorURL")?.as_deref())
+            .or_else(|| account::organisation(notification.get("externalURL").and_then(Value::as_str))),
         source_url: alert.text("generatorURL")?,
         dashboard_url: alert.text("dashboardURL")?,
         panel_url: alert.text("panelURL")?,

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{normalize_severity, present_labels, EpochUnit, Obj};
-use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 /// `None` for an event that changes no alert: one about something other than an incident (the
 /// subscription's `pagey.ping`, a service updated), or an incident event whose data is something
@@ -51,6 +51,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
             .unwrap_or(received_at),
         resolved,
         state: event_type.or(status).unwrap_or_else(|| "incident.triggered".to_owned()),
+        account: account::subdomain(incident.text("html_url")?.as_deref()),
         source_url: incident.text("html_url")?,
         dashboard_url: None,
         panel_url: None,

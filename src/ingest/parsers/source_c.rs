@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{normalize_severity, present_labels, unless_same_as, EpochUnit, Obj};
-use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 /// The fields of one alarm, whichever shape it came in.
 struct Alarm {
@@ -65,6 +65,11 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         fired_at: root.time("when", EpochUnit::Seconds)?.unwrap_or(received_at),
         resolved: matches!(state.as_str(), "clear" | "removed"),
         state,
+        account: root
+            .get("space")
+            .and_then(Value::as_str)
+            .and_then(account::name)
+            .or_else(|| account::path_segment_after(root.text("alert_url").ok().flatten().as_deref(), "spaces")),
         source_url: root.text("alert_url")?,
         dashboard_url: None,
         panel_url: None,

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::value::{
     find_tag, is_word, normalize_severity, parse_tag_text, tags_to_labels, unless_same_as, EpochUnit, Obj, Tag,
 };
-use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 /// Bracketed words the tool puts in front of a monitor's name, such as `[Triggered on {...}]` or `[P2]`.
 const TITLE_MARKERS: [&str; 8] = [
@@ -52,6 +52,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         state: transition
             .or(alert_type)
             .map_or_else(|| "triggered".to_owned(), |word| word.to_lowercase()),
+        account: organisation(root.get("org")),
         source_url: root.text("link")?,
         dashboard_url: None,
         panel_url: None,
@@ -101,6 +102,20 @@ fn clean_body(body: &str) -> Option<String> {
     let body = body.strip_prefix("%%%").unwrap_or(body);
     let body = body.strip_suffix("%%%").unwrap_or(body).trim();
     (!body.is_empty()).then(|| body.to_owned())
+}
+
+/// The organisation the monitor belongs to (`org.name`, else its id). Read leniently: an
+/// unusual `org` is no reason to refuse the alert.
+fn organisation(org: Option<&Value>) -> Option<String> {
+    let org = org?;
+    let field = |name: &str| match org.get(name)? {
+        Value::String(text) => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        _ => None,
+    };
+    field("name")
+        .and_then(|name| account::name(&name))
+        .or_else(|| field("id").and_then(|id| account::scoped("datadog", &id)))
 }
 
 #[cfg(test)]

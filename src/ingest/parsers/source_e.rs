@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{normalize_severity, EpochUnit, Obj};
-use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
@@ -35,6 +35,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
             .unwrap_or(received_at),
         resolved: state == "resolved",
         state,
+        account: account::organisation(root.text("results_link")?.as_deref()),
         source_url: root.text("results_link")?,
         dashboard_url: None,
         panel_url: None,

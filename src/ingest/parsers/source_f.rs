@@ -8,7 +8,7 @@ use super::value::{
     deployment_group_key, deployment_severity, is_deployment_in_progress, is_deployment_success, present_labels,
     unless_same_as, EpochUnit, Obj,
 };
-use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 /// `None` for a build still running (no `result`, an in-progress `phase`) or one that was not built
 /// (`NOT_BUILT`: skipped, say, after an upstream failure): it reports no outcome, so it neither
@@ -53,6 +53,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         state: result
             .or(phase)
             .map_or_else(|| "unknown".to_owned(), |word| word.to_lowercase()),
+        account: account::organisation(root.text("build_url")?.as_deref()),
         source_url: root.text("build_url")?,
         dashboard_url: None,
         panel_url: None,

@@ -8,7 +8,7 @@ use super::value::{
     deployment_group_key, deployment_severity, is_deployment_in_progress, is_deployment_success, present_labels,
     unless_same_as, EpochUnit, Obj,
 };
-use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 /// `None` for a run still in progress (`RUNNING`, `STARTED`...): it reports no outcome, so it
 /// neither opens an incident nor resolves one.
@@ -47,6 +47,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
             .unwrap_or(received_at),
         resolved: status.as_deref().is_some_and(is_deployment_success),
         state: status.map_or_else(|| "unknown".to_owned(), |status| status.to_lowercase()),
+        account: account::organisation(pipeline.text("url")?.as_deref()),
         source_url: pipeline.text("url")?,
         dashboard_url: None,
         panel_url: None,

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{find_tag, is_word, normalize_severity, tags_to_labels, unless_same_as, EpochUnit, Obj, Tag};
-use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
@@ -37,6 +37,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         fired_at: root.time("StartTime", EpochUnit::Millis)?.unwrap_or(received_at),
         resolved: state == "resolved",
         state,
+        account: environment(root.text("ProblemURL")?.as_deref()),
         source_url: root.text("ProblemURL")?,
         dashboard_url: None,
         panel_url: None,
@@ -45,6 +46,13 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         free_text: problem_text(&root)?,
         raw: RawPayload::Whole,
     })
+}
+
+/// The environment of the problem's link: a SaaS environment's subdomain
+/// (`abc12345.live.dynatrace.com`) or a managed cluster's `/e/<id>` path.
+fn environment(link: Option<&str>) -> Option<String> {
+    let id = account::path_segment_after(link, "e").or_else(|| account::subdomain(link))?;
+    account::scoped("dynatrace", &id)
 }
 
 /// The problem's details and the names of every impacted entity (a process group, a host).

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::value::{normalize_severity, unless_same_as, EpochUnit, Obj};
-use super::{AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
@@ -46,6 +46,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         fired_at: incident.time("start", EpochUnit::Seconds)?.unwrap_or(received_at),
         resolved: state == "resolved",
         state,
+        account: account::organisation(link.as_deref()),
         source_url: link,
         dashboard_url: None,
         panel_url: None,

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::correlation::account::account_key;
 use crate::signatures;
 
 /// What kind of thing an entity is.
@@ -36,6 +37,8 @@ pub enum EntityKind {
     Certificate,
     /// The team that owns the alerting service (`team`, `owner` labels), as a slug.
     Team,
+    /// The account of the monitoring tool that sent the alert ([`crate::correlation::account`]).
+    Account,
 }
 
 impl EntityKind {
@@ -60,6 +63,7 @@ impl EntityKind {
             Self::Commit => "commit",
             Self::Certificate => "certificate",
             Self::Team => "team",
+            Self::Account => "account",
         }
     }
 
@@ -230,8 +234,28 @@ impl Evidence {
                     .filter(|entity| entity.kind.is_context())
                     .map(|entity| context_key(&entity.key())),
             )
+            .chain(
+                self.entities
+                    .iter()
+                    .filter(|entity| entity.kind == EntityKind::Account)
+                    .map(|entity| account_key(&entity.value)),
+            )
             .chain(distinctive)
             .chain(self.terms.iter().map(|term| term_key(term)))
+    }
+
+    /// Adds the account of the tool that sent the alert, which its parser read from the
+    /// tool's link or organisation.
+    pub fn with_account(mut self, account: Option<&str>) -> Self {
+        if let Some(account) = account.map(str::trim).filter(|account| !account.is_empty()) {
+            let mut found = Collector {
+                entities: std::mem::take(&mut self.entities),
+                ..Collector::default()
+            };
+            found.entity(EntityKind::Account, account);
+            self.entities = found.entities;
+        }
+        self
     }
 }
 
@@ -336,7 +360,7 @@ impl Collector {
                 self.entity(EntityKind::Version, version);
             } else if COMMIT_CONTEXT.contains(&previous_word) && is_commit(part) {
                 self.entity(EntityKind::Commit, part);
-            } else if HOST_CONTEXT.contains(&previous_word) && is_host_name(part) {
+            } else if HOST_CONTEXT.contains(&previous_word) && is_host_name(part) && !is_capitalised_word(part) {
                 self.entity(EntityKind::Host, part);
             } else if ZONE_CONTEXT.contains(&previous_word) && is_host_name(part) {
                 self.entity(EntityKind::Zone, part);
@@ -487,6 +511,11 @@ fn is_dns_name(text: &str) -> bool {
 }
 
 /// A single-label host name with a letter and a digit or hyphen (`db-7`, `chat-gw-07`).
+/// `On-Call` after `Primary`: prose, not a host, which has a digit or is lowercase.
+fn is_capitalised_word(text: &str) -> bool {
+    text.bytes().any(|b| b.is_ascii_uppercase()) && !text.bytes().any(|b| b.is_ascii_digit())
+}
+
 fn is_host_name(text: &str) -> bool {
     (1..=63).contains(&text.len())
         && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')

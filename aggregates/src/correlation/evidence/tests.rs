@@ -46,6 +46,24 @@ fn owning_teams_are_context_keys() {
 }
 
 #[test]
+fn an_account_is_its_own_key_and_not_a_context() {
+    let evidence = Evidence::extract([("team", "core")], []).with_account(Some("Acme"));
+    let keys = evidence.sorted_keys();
+    assert!(keys.contains(&"acct:acme".to_owned()), "{keys:?}");
+    assert!(!keys.iter().any(|key| key.starts_with("ctx:acc")), "{keys:?}");
+}
+
+#[test]
+fn a_capitalised_word_after_a_host_word_is_prose() {
+    assert!(!has(
+        "escalation: Payments - Primary On-Call",
+        EntityKind::Host,
+        "on-call"
+    ));
+    assert!(has("failover: primary db-7 lost", EntityKind::Host, "db-7"));
+}
+
+#[test]
 fn url_hosts() {
     let text = "POST https://api.payvault.example/v2/authorizations -> 503";
     assert!(has(text, EntityKind::Dns, "api.payvault.example"));
