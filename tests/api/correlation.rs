@@ -80,6 +80,59 @@ async fn alerts_of_different_services_naming_one_endpoint_form_one_incident() {
 }
 
 #[tokio::test]
+async fn alert_vocabulary_is_no_shared_word_and_two_open_incidents_give_no_prior() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let page = alert_with_severity(
+        "seat-inventory-api",
+        "seat holds for event EVT-88123 failing above 20%",
+        0,
+        "critical",
+    );
+    let first = post(&app, &user, &page).await;
+    let vocabulary = alert_with_severity("backup-01", "disk check failing: usage above threshold", 30, "warning");
+    assert_ne!(
+        post(&app, &user, &vocabulary).await,
+        first,
+        "alert vocabulary is no shared failure"
+    );
+
+    let queue = alert_with_severity(
+        "waiting-room",
+        "412,000 users queued for event EVT-88123",
+        60,
+        "warning",
+    );
+    let queue_incident = post(&app, &user, &queue).await;
+    assert_ne!(queue_incident, first, "two incidents are open now: no prior");
+}
+
+#[tokio::test]
+async fn a_warning_sharing_a_distinctive_word_joins_the_only_open_incident() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let page = alert_with_severity(
+        "seat-inventory-api",
+        "seat holds for event EVT-88123 failing above 20%",
+        0,
+        "critical",
+    );
+    let first = post(&app, &user, &page).await;
+    let queue = alert_with_severity(
+        "waiting-room",
+        "412,000 users queued for event EVT-88123",
+        60,
+        "warning",
+    );
+    assert_eq!(post(&app, &user, &queue).await, first);
+    let incident = detail(&app, &user, &first).await;
+    let relation = &incident["correlatedAlerts"][0]["correlationDetails"]["relation"];
+    assert_eq!(relation["kind"], "sole_candidate");
+    let words = relation["shared_words"].as_array().unwrap();
+    assert!(words.contains(&json!("evt-88123")), "{relation}");
+}
+
+#[tokio::test]
 async fn unrelated_services_at_the_same_moment_stay_apart() {
     let app = spawn_app().await;
     let user = app.new_user().await.id;
@@ -241,14 +294,14 @@ async fn the_scenario_set_keeps_its_grouping_scores() {
     let tenant = tenant_report.grouping_macro();
     let storm = report.mode(vigil::eval::Mode::Storm).unwrap().grouping_pooled();
     assert!(
-        tenant.precision >= 0.99 && tenant.f1 >= 0.90,
+        tenant.precision >= 0.99 && tenant.f1 >= 0.95,
         "tenant: {tenant:?}\n{report}"
     );
     assert!(
-        storm.precision >= 0.95 && storm.f1 >= 0.87,
+        storm.precision >= 0.95 && storm.f1 >= 0.90,
         "storm: {storm:?}\n{report}"
     );
-    // The built-in analyst names 34 of 40 causes one scenario at a time; a margin of two.
+    // The built-in analyst names 35 of 40 causes one scenario at a time; a margin of two.
     let rca = tenant_report.rca_score();
     assert!(rca >= 0.80, "tenant RCA {rca}\n{report}");
 }

@@ -410,13 +410,14 @@ pub fn best_match_in(
         };
         let only_open = eligible.len() == 1 && *fit != AccountFit::Foreign;
         let only_of_account = *fit == AccountFit::Same && of_same_account == 1;
+        let keys = (alert.evidence.as_slice(), candidates[*index].evidence.as_slice());
         let relation = if alert.kind != EventKind::Alert {
             relation
         } else if only_open {
-            relation.or_sole_candidate(common, alert.minor)
+            relation.or_sole_candidate(common, alert.minor, keys)
         } else if only_of_account {
             relation
-                .or_sole_candidate(common, alert.minor)
+                .or_sole_candidate(common, alert.minor, keys)
                 .of_account(account::of(&alert.evidence))
         } else {
             relation

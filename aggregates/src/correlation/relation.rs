@@ -97,6 +97,9 @@ pub struct Relation {
     /// other accounts have incidents open too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
+    /// Distinctive words a warning and the only open incident both use ([`shared_words`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_words: Vec<String>,
 }
 
 impl Relation {
@@ -115,6 +118,7 @@ impl Relation {
             name_part: None,
             name_part_incidents: None,
             account: None,
+            shared_words: Vec::new(),
         }
     }
 
@@ -123,17 +127,27 @@ impl Relation {
     }
 
     /// The relation to the only open incident: [`SOLE_CANDIDATE_SCORE`] unless the evidence
-    /// found a stronger one. A minor alert (a warning) needs some evidence or a shared context:
-    /// warnings of other teams fire all the time.
-    pub fn or_sole_candidate(self, common: &Common<'_>, minor: bool) -> Self {
-        let unsupported = minor && self.score <= 0.0 && common.context.is_empty();
-        if self.score >= SOLE_CANDIDATE_SCORE || unsupported {
+    /// found a stronger one. A minor alert (a warning) needs some evidence, a shared context,
+    /// or a distinctive word both texts use ([`shared_words`]): warnings of other teams fire
+    /// all the time. The keys are the alert's and the incident's evidence, sorted.
+    pub fn or_sole_candidate(self, common: &Common<'_>, minor: bool, keys: (&[String], &[String])) -> Self {
+        if self.score >= SOLE_CANDIDATE_SCORE {
             return self;
         }
+        let words = if minor && self.score <= 0.0 && common.context.is_empty() {
+            let words = shared_words(keys.0, keys.1);
+            if words.is_empty() {
+                return self;
+            }
+            words
+        } else {
+            Vec::new()
+        };
         Self {
             kind: RelationKind::SoleCandidate,
             score: SOLE_CANDIDATE_SCORE,
             shared_context: common.context.iter().map(|key| (*key).to_owned()).collect(),
+            shared_words: words,
             ..self
         }
     }
@@ -197,6 +211,34 @@ impl Common<'_> {
     pub fn name_part(&self) -> Option<&str> {
         self.name_part.as_deref()
     }
+}
+
+/// Words every kind of alert uses: sharing one says nothing of a shared failure.
+#[rustfmt::skip]
+const ALERT_VOCABULARY: &[&str] = &[
+    "above", "below", "threshold", "rate", "ratio", "error", "errors", "failed", "failing", "failure",
+    "failures", "fails", "high", "increase", "increased", "drop", "dropped", "time", "times", "minutes",
+    "seconds", "hours", "status", "state", "prod", "production", "staging", "check", "checks", "alert",
+    "alerts", "warning", "critical", "service", "services", "request", "requests", "response", "latency",
+    "timeout", "timeouts", "slow", "degradation", "usage", "utilization", "total", "count", "percent",
+    "share", "last", "average", "synthetic", "monitor", "problem", "impact", "open", "triggered",
+    "event", "events",
+];
+
+/// Words of three parts or four letters and more (not numbers, not [`ALERT_VOCABULARY`]) that
+/// both sorted evidence key lists have among their terms: `evt-88123`, `stock`,
+/// `doc-revisions`. At most three, for the explanation.
+pub fn shared_words(alert_keys: &[String], incident_keys: &[String]) -> Vec<String> {
+    let start = alert_keys.partition_point(|key| key.as_str() < "t:");
+    alert_keys[start..]
+        .iter()
+        .map_while(|key| key.strip_prefix("t:"))
+        .filter(|word| word.len() >= 4 && word.bytes().any(|b| b.is_ascii_alphabetic()))
+        .filter(|word| !ALERT_VOCABULARY.contains(word) && !GENERIC_NAME_PARTS.contains(word))
+        .filter(|word| incident_keys.binary_search(&term_key(word)).is_ok())
+        .take(3)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The lowercase parts of a service name: `Fare-Quote_svc` gives fare, quote, svc.
@@ -477,6 +519,17 @@ mod tests {
             common(Some("hr-portal"), &generic, &["loan-portal"], &[]).name_part(),
             None
         );
+    }
+
+    #[test]
+    fn shared_words_skip_alert_vocabulary_numbers_and_short_words() {
+        let alert = keys(
+            &["evt-88123", "stock", "failing", "threshold", "2026", "lag", "orders"],
+            &[],
+        );
+        let incident = keys(&["evt-88123", "stock", "failing", "threshold", "2026", "lag"], &[]);
+        assert_eq!(shared_words(&alert, &incident), ["evt-88123", "stock"]);
+        assert!(shared_words(&keys(&["failing", "above"], &[]), &keys(&["failing", "above"], &[])).is_empty());
     }
 
     #[test]
