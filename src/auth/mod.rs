@@ -71,6 +71,10 @@ impl FromRequestParts<AppState> for Identity {
             return Ok(identity.clone());
         }
         let identity = Self::resolve(parts, state).await?;
+        if let Self::User(id) = &identity {
+            // The request's log span names its user: the identity, never a credential.
+            tracing::Span::current().record("user_id", id.as_str());
+        }
         parts.extensions.insert(identity.clone());
         Ok(identity)
     }

@@ -56,6 +56,7 @@ impl FromRequestParts<AppState> for IngestionCaller {
             return Ok(Self { user_id });
         }
         if let Some(user_id) = tokens::TokenOwner::resolve(parts, state).await? {
+            tracing::Span::current().record("user_id", user_id.as_str());
             return Ok(Self { user_id });
         }
         if tokens::presented_token(&parts.headers, &parts.uri).is_some() {

@@ -17,6 +17,7 @@ mod incident_split;
 mod incidents;
 mod ingestion;
 mod postmortems;
+mod request_id;
 mod topology;
 mod users;
 
@@ -134,15 +135,10 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), metrics::observe))
         .layer(axum::extract::DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(cors(&state.config.frontend_url))
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(TraceLayer::new_for_http().make_span_with(request_id::request_span))
         .layer(CatchPanicLayer::custom(panic_response))
+        .layer(middleware::from_fn(request_id::assign))
         .with_state(state)
-}
-
-/// The request's span names its path, never its query string: OAuth callbacks carry the
-/// authorization code and state there.
-fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
-    tracing::debug_span!("request", method = %request.method(), path = %request.uri().path())
 }
 
 /// Spec Authentication §7: the frontend origin, with credentials, the six methods and six headers.
@@ -175,6 +171,7 @@ fn cors(frontend_url: &str) -> CorsLayer {
             HeaderName::from_static("x-ratelimit-remaining"),
             HeaderName::from_static("x-ratelimit-reset"),
             header::RETRY_AFTER,
+            request_id::REQUEST_ID_HEADER,
         ])
 }
 

@@ -110,6 +110,7 @@ async fn the_frontend_may_read_the_rate_limit_headers() {
         "x-ratelimit-remaining",
         "x-ratelimit-reset",
         "retry-after",
+        "x-request-id",
     ] {
         assert!(exposed.split(',').any(|h| h.trim() == name), "{name} in {exposed}");
     }

@@ -396,6 +396,20 @@ impl CapturedLogs {
         }
     }
 
+    /// [`CapturedLogs::start`] in the service's JSON format (`LOG_FORMAT=json`).
+    pub fn json() -> Self {
+        use tracing_subscriber::prelude::*;
+        let buffer = LogBuffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::filter::LevelFilter::TRACE)
+            .with(vigil::telemetry::json_layer(move || writer.clone()));
+        Self {
+            buffer,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.buffer.0.lock().unwrap()).into_owned()
     }

@@ -28,6 +28,7 @@ mod rate_limit;
 mod rca;
 mod rca_gate;
 mod replay;
+mod request_ids;
 mod resolved_incidents;
 mod users;
 mod websocket;
