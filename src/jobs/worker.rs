@@ -240,7 +240,21 @@ impl Worker {
             tracing::error!(job_id = job.id, kind = %job.kind, "claimed a job without a handler");
             return;
         };
-        let span = tracing::info_span!("job", job_id = job.id, kind = %job.kind, attempt = job.attempt);
+        let span = tracing::info_span!(
+            "job",
+            job_id = job.id,
+            kind = %job.kind,
+            attempt = job.attempt,
+            user_id = tracing::field::Empty,
+            incident_id = tracing::field::Empty,
+            session_id = tracing::field::Empty,
+        );
+        // The ids its payload names, as a request's span names them (docs/operations.md).
+        for key in ["user_id", "incident_id", "session_id"] {
+            if let Some(id) = job.payload.get(key).and_then(serde_json::Value::as_str) {
+                span.record(key, id);
+            }
+        }
         let task = execute(settings.clone(), handler.clone(), job, hard_stop.clone());
         running.spawn(task.instrument(span));
     }

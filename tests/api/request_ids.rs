@@ -1,9 +1,13 @@
 //! Every request has an id: the caller's plain `X-Request-Id` or a new UUID, echoed in the
-//! response and named, with the user and the incident, by the request's JSON log lines.
+//! response and named, with the user and the incident, by the request's JSON log lines; a
+//! background job's lines name what its payload names.
 
 use serde_json::Value;
 
-use crate::helpers::{spawn_app, CapturedLogs, PASSWORD};
+use crate::{
+    helpers::{eventually, spawn_app, CapturedLogs, PASSWORD},
+    ingestion::{fixture, post_alert},
+};
 
 #[tokio::test]
 async fn a_plain_request_id_is_echoed_and_any_other_replaced_by_a_uuid() {
@@ -69,4 +73,28 @@ async fn a_request_s_log_lines_name_its_id_its_user_and_its_incident() {
     assert_eq!(last["incident_id"], incident.as_str(), "{last}");
     assert_eq!(last["path"], format!("/api/incidents/{incident}"), "{last}");
     assert!(!text.contains(PASSWORD), "no credential in the logs");
+}
+
+#[tokio::test]
+async fn an_analysis_job_s_log_lines_name_its_incident_and_user() {
+    let logs = CapturedLogs::json();
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let answer = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
+    let incident = answer["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
+    eventually("a line of the incident's analysis job", || async {
+        let text = logs.text();
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|line| {
+                line["spans"].as_array().is_some_and(|spans| {
+                    spans.iter().any(|span| {
+                        span["name"] == "job"
+                            && span["incident_id"] == incident.as_str()
+                            && span["user_id"] == user.as_str()
+                    })
+                })
+            })
+    })
+    .await;
 }
