@@ -79,52 +79,47 @@ async fn alerts_of_different_services_naming_one_endpoint_form_one_incident() {
         .contains(&json!({ "kind": "endpoint", "value": "10.9.8.7:6379" })));
 }
 
-#[tokio::test]
-async fn alert_vocabulary_is_no_shared_word_and_two_open_incidents_give_no_prior() {
-    let app = spawn_app().await;
-    let user = app.new_user().await.id;
-    let page = alert_with_severity(
+/// A page of seat holds for one on-sale event, and a warning of the queue for that event `seconds`
+/// later: they share only the event's id.
+fn seat_holds_page() -> Value {
+    alert_with_severity(
         "seat-inventory-api",
         "seat holds for event EVT-88123 failing above 20%",
         0,
         "critical",
-    );
-    let first = post(&app, &user, &page).await;
-    let vocabulary = alert_with_severity("backup-01", "disk check failing: usage above threshold", 30, "warning");
-    assert_ne!(
-        post(&app, &user, &vocabulary).await,
-        first,
-        "alert vocabulary is no shared failure"
-    );
+    )
+}
 
-    let queue = alert_with_severity(
+fn queue_warning(seconds: i64) -> Value {
+    alert_with_severity(
         "waiting-room",
         "412,000 users queued for event EVT-88123",
-        60,
+        seconds,
         "warning",
+    )
+}
+
+#[tokio::test]
+async fn alert_vocabulary_is_no_shared_word_and_two_open_incidents_give_no_prior() {
+    let app = spawn_app().await;
+    let user = app.new_user().await.id;
+    let first = post(&app, &user, &seat_holds_page()).await;
+    let vocabulary = alert_with_severity("backup-01", "disk check failing: usage above threshold", 30, "warning");
+    let second = post(&app, &user, &vocabulary).await;
+    assert_ne!(second, first, "alert vocabulary is no shared failure");
+    let queue = post(&app, &user, &queue_warning(60)).await;
+    assert!(
+        queue != first && queue != second,
+        "two incidents are open now: no prior"
     );
-    let queue_incident = post(&app, &user, &queue).await;
-    assert_ne!(queue_incident, first, "two incidents are open now: no prior");
 }
 
 #[tokio::test]
 async fn a_warning_sharing_a_distinctive_word_joins_the_only_open_incident() {
     let app = spawn_app().await;
     let user = app.new_user().await.id;
-    let page = alert_with_severity(
-        "seat-inventory-api",
-        "seat holds for event EVT-88123 failing above 20%",
-        0,
-        "critical",
-    );
-    let first = post(&app, &user, &page).await;
-    let queue = alert_with_severity(
-        "waiting-room",
-        "412,000 users queued for event EVT-88123",
-        60,
-        "warning",
-    );
-    assert_eq!(post(&app, &user, &queue).await, first);
+    let first = post(&app, &user, &seat_holds_page()).await;
+    assert_eq!(post(&app, &user, &queue_warning(60)).await, first);
     let incident = detail(&app, &user, &first).await;
     let relation = &incident["correlatedAlerts"][0]["correlationDetails"]["relation"];
     assert_eq!(relation["kind"], "sole_candidate");

@@ -216,8 +216,8 @@ impl Evidence {
     }
 
     /// The keys an incident keeps of this evidence: its specific entities (`kind=value`), its
-    /// context entities (`ctx:kind=value`), its distinctive failure kinds (`f:id`) and its terms
-    /// (`t:term`).
+    /// context entities (`ctx:kind=value`), its account (`acct:name`), its distinctive failure
+    /// kinds (`f:id`) and its terms (`t:term`).
     pub fn keys(&self) -> impl Iterator<Item = String> + '_ {
         let distinctive = self
             .failures
@@ -510,12 +510,12 @@ fn is_dns_name(text: &str) -> bool {
         && (DNS_SUFFIXES.contains(&last) || (last.len() == 2 && last.bytes().all(|b| b.is_ascii_lowercase())))
 }
 
-/// A single-label host name with a letter and a digit or hyphen (`db-7`, `chat-gw-07`).
 /// `On-Call` after `Primary`: prose, not a host, which has a digit or is lowercase.
 fn is_capitalised_word(text: &str) -> bool {
     text.bytes().any(|b| b.is_ascii_uppercase()) && !text.bytes().any(|b| b.is_ascii_digit())
 }
 
+/// A single-label host name with a letter and a digit or hyphen (`db-7`, `chat-gw-07`).
 fn is_host_name(text: &str) -> bool {
     (1..=63).contains(&text.len())
         && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
