@@ -11,6 +11,8 @@
 //! An account is kept as an evidence key `acct:<name>` (an organisation's name, as a slug) or
 //! `acct:<tool>#<id>` (an id that only the same tool's alerts can share).
 
+use super::evidence::keys_with_prefix;
+
 /// Prefix of account keys among evidence keys.
 pub const ACCOUNT_PREFIX: &str = "acct:";
 
@@ -56,12 +58,9 @@ pub fn fit(alert_evidence: &[String], incident_evidence: &[String]) -> AccountFi
     }
 }
 
-/// The account keys (without their prefix) of sorted evidence keys: one contiguous run.
+/// The account keys (without their prefix) of sorted evidence keys.
 fn accounts(sorted_keys: &[String]) -> impl Iterator<Item = &str> {
-    let start = sorted_keys.partition_point(|key| key.as_str() < ACCOUNT_PREFIX);
-    sorted_keys[start..]
-        .iter()
-        .map_while(|key| key.strip_prefix(ACCOUNT_PREFIX))
+    keys_with_prefix(sorted_keys, ACCOUNT_PREFIX)
 }
 
 /// The tool of a tool-scoped id, or `""` for an organisation's name.
@@ -78,14 +77,11 @@ fn agree(a: &str, b: &str) -> bool {
     if !scope(a).is_empty() {
         return false;
     }
-    let words = |name: &'_ str| {
-        name.split('-')
-            .filter(|word| word.len() >= 3)
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
-    let of_b = words(b);
-    words(a).iter().any(|word| of_b.contains(word))
+    words(a).any(|word| words(b).any(|other| other == word))
+}
+
+fn words(name: &str) -> impl Iterator<Item = &str> {
+    name.split('-').filter(|word| word.len() >= 3)
 }
 
 #[cfg(test)]

@@ -383,6 +383,7 @@ pub fn best_match_in(
         .map(|(index, _, _)| account::fit(&alert.evidence, &candidates[*index].evidence))
         .collect();
     let of_same_account = fits.iter().filter(|fit| **fit == AccountFit::Same).count();
+    let alert_account = account::of(&alert.evidence);
     let mut ranked: Vec<(usize, DateTime<Utc>, Score, bool)> = Vec::new();
     for ((index, nearest, common), fit) in eligible.iter().zip(&fits) {
         let sharing = relation::Sharing {
@@ -403,28 +404,25 @@ pub fn best_match_in(
             ),
         };
         // Another organisation's incident takes the alert only on direct evidence.
-        let relation = if *fit == AccountFit::Foreign && !relation.is_direct() {
+        let foreign = *fit == AccountFit::Foreign;
+        let relation = if foreign && !relation.is_direct() {
             Relation::none()
         } else {
             relation
         };
-        let only_open = eligible.len() == 1 && *fit != AccountFit::Foreign;
+        let only_open = eligible.len() == 1 && !foreign;
         let only_of_account = *fit == AccountFit::Same && of_same_account == 1;
-        let keys = (alert.evidence.as_slice(), candidates[*index].evidence.as_slice());
-        let relation = if alert.kind != EventKind::Alert {
+        let relation = if alert.kind == EventKind::Alert && (only_open || only_of_account) {
             relation
-        } else if only_open {
-            relation.or_sole_candidate(common, alert.minor, keys)
-        } else if only_of_account {
-            relation
-                .or_sole_candidate(common, alert.minor, keys)
-                .of_account(account::of(&alert.evidence))
+                .or_sole_candidate(common, alert.minor, &alert.evidence, &candidates[*index].evidence)
+                // The account is named when other accounts have incidents open too.
+                .of_account(if only_open { None } else { alert_account })
         } else {
             relation
         };
         let score = score_with(alert, &candidates[*index], config, Some(*nearest), relation);
         if score.correlates() {
-            ranked.push((*index, *nearest, score, *fit == AccountFit::Foreign));
+            ranked.push((*index, *nearest, score, foreign));
         }
     }
     // Best first; candidates are visited by increasing index, and the sort is stable.

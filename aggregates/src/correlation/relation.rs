@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::account::ACCOUNT_PREFIX;
-use super::evidence::term_key;
+use super::evidence::{keys_with_prefix, term_key};
 
 /// One service naming the other.
 pub const MENTION_SCORE: f64 = 0.9;
@@ -130,12 +130,18 @@ impl Relation {
     /// found a stronger one. A minor alert (a warning) needs some evidence, a shared context,
     /// or a distinctive word both texts use ([`shared_words`]): warnings of other teams fire
     /// all the time. The keys are the alert's and the incident's evidence, sorted.
-    pub fn or_sole_candidate(self, common: &Common<'_>, minor: bool, keys: (&[String], &[String])) -> Self {
+    pub fn or_sole_candidate(
+        self,
+        common: &Common<'_>,
+        minor: bool,
+        alert_keys: &[String],
+        incident_keys: &[String],
+    ) -> Self {
         if self.score >= SOLE_CANDIDATE_SCORE {
             return self;
         }
         let words = if minor && self.score <= 0.0 && common.context.is_empty() {
-            let words = shared_words(keys.0, keys.1);
+            let words = shared_words(alert_keys, incident_keys);
             if words.is_empty() {
                 return self;
             }
@@ -229,10 +235,7 @@ const ALERT_VOCABULARY: &[&str] = &[
 /// both sorted evidence key lists have among their terms: `evt-88123`, `stock`,
 /// `doc-revisions`. At most three, for the explanation.
 pub fn shared_words(alert_keys: &[String], incident_keys: &[String]) -> Vec<String> {
-    let start = alert_keys.partition_point(|key| key.as_str() < "t:");
-    alert_keys[start..]
-        .iter()
-        .map_while(|key| key.strip_prefix("t:"))
+    keys_with_prefix(alert_keys, "t:")
         .filter(|word| word.len() >= 4 && word.bytes().any(|b| b.is_ascii_alphabetic()))
         .filter(|word| !ALERT_VOCABULARY.contains(word) && !GENERIC_NAME_PARTS.contains(word))
         .filter(|word| incident_keys.binary_search(&term_key(word)).is_ok())

@@ -7,6 +7,7 @@
 //! (`acme.pagerduty.com`, a netdata space, a Datadog organisation, a Dynatrace environment).
 
 use url::Url;
+use vigil_aggregates::correlation::evidence::slug;
 
 /// Hosted tools whose customers get a subdomain: there, the organisation is the subdomain's
 /// first label (`acme.grafana.net`), not the tool's own domain.
@@ -51,8 +52,9 @@ pub(super) fn organisation(link: Option<&str>) -> Option<String> {
 /// subdomain: where the tool puts the customer.
 pub(super) fn subdomain(link: Option<&str>) -> Option<String> {
     let host = host(link?)?;
-    let first = host.split('.').next()?;
-    (host.split('.').count() >= 3).then(|| name(first)).flatten()
+    let mut labels = host.split('.');
+    let first = labels.next()?;
+    (labels.count() >= 2).then(|| name(first)).flatten()
 }
 
 /// The path segment after `marker` in a link (`/spaces/acme/rooms/...` → `acme`).
@@ -65,12 +67,7 @@ pub(super) fn path_segment_after(link: Option<&str>, marker: &str) -> Option<Str
 
 /// An organisation's display name as a slug (`Voltgrid Energy` → `voltgrid-energy`).
 pub(super) fn name(display: &str) -> Option<String> {
-    let slug = display
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|part| !part.is_empty())
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join("-");
+    let slug = slug(display);
     (!slug.is_empty() && slug.len() <= 64).then_some(slug)
 }
 

@@ -84,6 +84,7 @@ fn parse_alert(
         .or(notification.word("status")?)
         .map_or_else(|| "firing".to_owned(), |status| status.to_lowercase());
 
+    let link = alert.text("generatorURL")?;
     Ok(NormalizedAlert {
         source: Source::SourceA,
         kind: AlertKind::Alert,
@@ -100,9 +101,9 @@ fn parse_alert(
         fired_at: alert.time("startsAt", EpochUnit::Seconds)?.unwrap_or(received_at),
         resolved: state == "resolved",
         state,
-        account: account::organisation(alert.text("generatorURL")?.as_deref())
+        account: account::organisation(link.as_deref())
             .or_else(|| account::organisation(notification.get("externalURL").and_then(Value::as_str))),
-        source_url: alert.text("generatorURL")?,
+        source_url: link,
         dashboard_url: alert.text("dashboardURL")?,
         panel_url: alert.text("panelURL")?,
         rule_name: alertname,

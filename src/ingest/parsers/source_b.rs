@@ -35,6 +35,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         None => untitled(&incident, &key)?,
     };
 
+    let link = incident.text("html_url")?;
     Ok(Some(NormalizedAlert {
         source: Source::SourceB,
         kind: AlertKind::Alert,
@@ -51,8 +52,8 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
             .unwrap_or(received_at),
         resolved,
         state: event_type.or(status).unwrap_or_else(|| "incident.triggered".to_owned()),
-        account: account::subdomain(incident.text("html_url")?.as_deref()),
-        source_url: incident.text("html_url")?,
+        account: account::subdomain(link.as_deref()),
+        source_url: link,
         dashboard_url: None,
         panel_url: None,
         rule_name: None,

@@ -52,6 +52,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         return Ok(None);
     }
 
+    let link = root.text("alert_url")?;
     Ok(Some(NormalizedAlert {
         source: Source::SourceC,
         kind: AlertKind::Alert,
@@ -69,8 +70,8 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
             .get("space")
             .and_then(Value::as_str)
             .and_then(account::name)
-            .or_else(|| account::path_segment_after(root.text("alert_url").ok().flatten().as_deref(), "spaces")),
-        source_url: root.text("alert_url")?,
+            .or_else(|| account::path_segment_after(link.as_deref(), "spaces")),
+        source_url: link,
         dashboard_url: None,
         panel_url: None,
         rule_name: Some(alarm.name),

@@ -19,6 +19,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
     let alert_status = result.text("alert_status")?.or(root.text("alert_status")?);
     let state = alert_status.map_or_else(|| "triggered".to_owned(), |status| status.to_lowercase());
 
+    let link = root.text("results_link")?;
     Ok(NormalizedAlert {
         source: Source::SourceE,
         kind: AlertKind::Alert,
@@ -35,8 +36,8 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
             .unwrap_or(received_at),
         resolved: state == "resolved",
         state,
-        account: account::organisation(root.text("results_link")?.as_deref()),
-        source_url: root.text("results_link")?,
+        account: account::organisation(link.as_deref()),
+        source_url: link,
         dashboard_url: None,
         panel_url: None,
         rule_name: Some(search_name),

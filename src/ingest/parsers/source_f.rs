@@ -37,6 +37,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         phase.as_deref(),
     );
 
+    let link = root.text("build_url")?;
     Ok(Some(NormalizedAlert {
         source: Source::SourceF,
         kind: AlertKind::Deployment,
@@ -53,8 +54,8 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
         state: result
             .or(phase)
             .map_or_else(|| "unknown".to_owned(), |word| word.to_lowercase()),
-        account: account::organisation(root.text("build_url")?.as_deref()),
-        source_url: root.text("build_url")?,
+        account: account::organisation(link.as_deref()),
+        source_url: link,
         dashboard_url: None,
         panel_url: None,
         rule_name: Some(job_name),

@@ -31,6 +31,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
     );
     let group_subject = application.as_deref().or(pipeline_name.as_deref()).unwrap_or(&key);
 
+    let link = pipeline.text("url")?;
     Ok(Some(NormalizedAlert {
         source: Source::SourceG,
         kind: AlertKind::Deployment,
@@ -47,8 +48,8 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Optio
             .unwrap_or(received_at),
         resolved: status.as_deref().is_some_and(is_deployment_success),
         state: status.map_or_else(|| "unknown".to_owned(), |status| status.to_lowercase()),
-        account: account::organisation(pipeline.text("url")?.as_deref()),
-        source_url: pipeline.text("url")?,
+        account: account::organisation(link.as_deref()),
+        source_url: link,
         dashboard_url: None,
         panel_url: None,
         rule_name: pipeline_name,

@@ -22,6 +22,7 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         .word("State")?
         .map_or_else(|| "open".to_owned(), |state| state.to_lowercase());
 
+    let link = root.text("ProblemURL")?;
     Ok(NormalizedAlert {
         source: Source::SourceH,
         kind: AlertKind::Alert,
@@ -37,8 +38,8 @@ pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Norma
         fired_at: root.time("StartTime", EpochUnit::Millis)?.unwrap_or(received_at),
         resolved: state == "resolved",
         state,
-        account: environment(root.text("ProblemURL")?.as_deref()),
-        source_url: root.text("ProblemURL")?,
+        account: environment(link.as_deref()),
+        source_url: link,
         dashboard_url: None,
         panel_url: None,
         rule_name: None,

@@ -226,34 +226,24 @@ impl Evidence {
             .map(|id| failure_key(id));
         self.entities
             .iter()
-            .filter(|entity| entity.kind.is_specific())
-            .map(Entity::key)
-            .chain(
-                self.entities
-                    .iter()
-                    .filter(|entity| entity.kind.is_context())
-                    .map(|entity| context_key(&entity.key())),
-            )
-            .chain(
-                self.entities
-                    .iter()
-                    .filter(|entity| entity.kind == EntityKind::Account)
-                    .map(|entity| account_key(&entity.value)),
-            )
+            .filter_map(|entity| match entity.kind {
+                EntityKind::Account => Some(account_key(&entity.value)),
+                kind if kind.is_specific() => Some(entity.key()),
+                kind if kind.is_context() => Some(context_key(&entity.key())),
+                _ => None,
+            })
             .chain(distinctive)
             .chain(self.terms.iter().map(|term| term_key(term)))
     }
 
     /// Adds the account of the tool that sent the alert, which its parser read from the
-    /// tool's link or organisation.
+    /// tool's link or organisation, lowercase; kept beyond the entity cap.
     pub fn with_account(mut self, account: Option<&str>) -> Self {
         if let Some(account) = account.map(str::trim).filter(|account| !account.is_empty()) {
-            let mut found = Collector {
-                entities: std::mem::take(&mut self.entities),
-                ..Collector::default()
-            };
-            found.entity(EntityKind::Account, account);
-            self.entities = found.entities;
+            self.entities.push(Entity {
+                kind: EntityKind::Account,
+                value: account.to_lowercase(),
+            });
         }
         self
     }
@@ -265,7 +255,7 @@ pub fn context_key(entity_key: &str) -> String {
 }
 
 /// `Core Banking` → `core-banking`.
-fn slug(name: &str) -> String {
+pub fn slug(name: &str) -> String {
     name.split(|c: char| !c.is_alphanumeric())
         .filter(|part| !part.is_empty())
         .map(str::to_lowercase)
@@ -291,6 +281,14 @@ impl Evidence {
 /// How a term is kept among an incident's evidence keys.
 pub fn term_key(term: &str) -> String {
     format!("t:{term}")
+}
+
+/// The keys of a sorted key list that start with `prefix`, without it: one contiguous run.
+pub fn keys_with_prefix<'a>(sorted_keys: &'a [String], prefix: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    let start = sorted_keys.partition_point(|key| key.as_str() < prefix);
+    sorted_keys[start..]
+        .iter()
+        .map_while(move |key| key.strip_prefix(prefix))
 }
 
 #[derive(Default)]
