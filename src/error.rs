@@ -13,7 +13,8 @@ use axum::{
 use cqrs_es::AggregateError;
 use serde::Serialize;
 use vigil_aggregates::{
-    chat_session::ChatSessionError, incident::IncidentError, incident_analysis::AnalysisError, topology::TopologyError,
+    chat_session::ChatSessionError, incident::IncidentError, incident_analysis::AnalysisError, silence::SilenceError,
+    topology::TopologyError,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +167,19 @@ impl From<AggregateError<TopologyError>> for AppError {
     fn from(error: AggregateError<TopologyError>) -> Self {
         match error {
             AggregateError::UserError(domain @ TopologyError::NotFound) => Self::NotFound(domain.to_string()),
+            other => aggregate_failure(other),
+        }
+    }
+}
+
+impl From<AggregateError<SilenceError>> for AppError {
+    fn from(error: AggregateError<SilenceError>) -> Self {
+        match error {
+            AggregateError::UserError(domain @ SilenceError::NotFound) => Self::NotFound(domain.to_string()),
+            AggregateError::UserError(domain @ SilenceError::AlreadyExists) => Self::Conflict(domain.to_string()),
+            AggregateError::UserError(SilenceError::Invalid(invalid)) => {
+                Self::bad_request("invalid_silence", invalid.to_string())
+            }
             other => aggregate_failure(other),
         }
     }

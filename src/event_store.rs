@@ -10,13 +10,15 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use vigil_aggregates::{
     chat_session::ChatSession, connection::Connection, incident::Incident, incident_analysis::IncidentAnalysis,
-    topology::Topology,
+    silence::Silence, topology::Topology,
 };
 use vigil_projections::{
+    alert_inbox::{IncidentAlertsInbox, ReceivedAlertsInbox},
     chat_sessions::ChatSessionsReadModel,
     connections::ConnectionsReadModel,
     incident_analysis::IncidentAnalysisReadModel,
     incidents::IncidentsReadModel,
+    silences::SilencesReadModel,
     topology::{LearnedTopology, TopologyReadModel},
     AppendAnnouncer, EventConsumer, Projector, ReadModel, Tail, TailWakers,
 };
@@ -41,6 +43,7 @@ pub type Incidents = AggregateStore<Incident>;
 pub type Analyses = AggregateStore<IncidentAnalysis>;
 pub type Connections = AggregateStore<Connection>;
 pub type Topologies = AggregateStore<Topology>;
+pub type Silences = AggregateStore<Silence>;
 
 /// One aggregate type's command side: the cqrs-es framework, and how its appends are announced
 /// to the tails.
@@ -84,6 +87,7 @@ pub struct EventStore {
     pub analyses: Arc<Analyses>,
     pub connections: Arc<Connections>,
     pub topologies: Arc<Topologies>,
+    pub silences: Arc<Silences>,
     /// Tells the tails (of every instance) that events were appended.
     pub announcer: AppendAnnouncer,
     /// Incident events appended outside the aggregate store (merges, splits), counted by their writers.
@@ -110,6 +114,7 @@ impl EventStore {
         let analyses = AggregateStore::new(db, &announcer, IncidentAnalysisReadModel, metrics);
         let connections = AggregateStore::new(db, &announcer, ConnectionsReadModel, metrics);
         let topologies = AggregateStore::new(db, &announcer, TopologyReadModel, metrics);
+        let silences = AggregateStore::new(db, &announcer, SilencesReadModel, metrics);
         Self {
             incident_events_appended: metrics.appended(Incident::TYPE),
             chat_sessions: Arc::new(chat_sessions),
@@ -117,6 +122,7 @@ impl EventStore {
             analyses: Arc::new(analyses),
             connections: Arc::new(connections),
             topologies: Arc::new(topologies),
+            silences: Arc::new(silences),
             announcer,
             // Incidents first: other read models refer to them (and replaying incidents empties
             // the analysis tables, which the analysis projection then rebuilds).
@@ -128,6 +134,9 @@ impl EventStore {
                 Arc::new(Projector::new(db.clone(), ConnectionsReadModel)),
                 Arc::new(Projector::new(db.clone(), TopologyReadModel)),
                 Arc::new(LearnedTopology::new(db.clone())),
+                Arc::new(Projector::new(db.clone(), SilencesReadModel)),
+                Arc::new(IncidentAlertsInbox::new(db.clone())),
+                Arc::new(ReceivedAlertsInbox::new(db.clone())),
             ],
             reactors: Vec::new(),
         }

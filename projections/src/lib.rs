@@ -2,6 +2,7 @@
 //! a versioned, idempotent [`Projector`] (run in the command path for read-your-writes) and a
 //! checkpointed [`Tail`] that applies whatever the command path missed and drives replays.
 
+pub mod alert_inbox;
 pub mod chat_sessions;
 mod checksum;
 pub mod connections;
@@ -10,6 +11,7 @@ pub mod incident_analysis;
 pub mod incidents;
 mod lag;
 mod projector;
+pub mod silences;
 mod tail;
 pub mod topology;
 

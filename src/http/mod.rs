@@ -1,6 +1,7 @@
 //! The HTTP API: every module's routes merged under one OpenAPI document, with the layers that
 //! apply to all of them.
 
+mod alerts;
 mod body_schemas;
 mod chat_sessions;
 mod cloud_a;
@@ -18,6 +19,7 @@ mod incidents;
 mod ingestion;
 mod postmortems;
 mod request_id;
+mod silences;
 mod topology;
 mod users;
 
@@ -52,6 +54,8 @@ use crate::{error::AppError, metrics, rate_limit, state::AppState};
         (name = "chat sessions", description = "Conversations with the agent"),
         (name = "incidents", description = "Incidents opened by alert ingestion"),
         (name = "topology", description = "Each user's service catalog and the dependency edges correlation uses"),
+        (name = "silences", description = "Silences and weekly maintenance windows: matching alerts open no incident"),
+        (name = "alerts", description = "The alert inbox: every alert received and what became of it"),
         (name = "alert ingestion", description = "Webhooks of the nine alert sources, and ingestion tokens"),
         (name = "cloud connections", description = "Users' cloud accounts (cloud_a .. cloud_e) and their credentials"),
         (name = "health", description = "Service and dependency health; exempt from rate limits"),
@@ -105,6 +109,8 @@ pub fn router(state: AppState) -> Router {
         .merge(incidents::router())
         .merge(incident_split::router())
         .merge(topology::router())
+        .merge(silences::router())
+        .merge(alerts::router())
         .merge(incident_chat::router())
         .merge(postmortems::router())
         .merge(ingestion::router())

@@ -6,4 +6,5 @@ pub mod parsers;
 pub mod pipeline;
 pub mod placement;
 pub mod service;
+pub mod silences;
 pub mod tokens;

@@ -40,6 +40,7 @@ use vigil_aggregates::{
         Match, NewAlert,
     },
     incident::{Correlation, Incident, IncidentCommand, IncidentError},
+    received_alert::{AlertSummary, ReceivedAlert, ReceivedAlertCommand, ReceivedAlertError},
 };
 use vigil_projections::{
     incidents::{CandidateRow, IncidentsReadModel, RowWrites, UserCandidateRow},
@@ -49,6 +50,7 @@ use vigil_projections::{
 use super::{
     parsers::{AlertKind, NormalizedAlert, RawPayload},
     service::{alert_evidence, alert_info, event_kind, IngestedAlert},
+    silences::SilenceCache,
 };
 use crate::{
     error::AppError,
@@ -145,6 +147,8 @@ pub enum PlacementError {
     Refused { incident_id: Uuid, source: IncidentError },
     #[error("event store: {0}")]
     Serialization(String),
+    #[error("a received alert's fate was refused: {0}")]
+    FateRefused(#[from] ReceivedAlertError),
     #[error("incidents kept changing while alerts were placed; gave up after {MAX_ATTEMPTS} attempts")]
     Contended,
 }
@@ -199,6 +203,7 @@ pub struct Placer {
     known: std::sync::Mutex<HashMap<Uuid, (Incident, usize)>>,
     /// The users' service topologies (correlation relates services through them).
     topologies: Arc<TopologyCache>,
+    silences: SilenceCache,
 }
 
 /// How placement's connections name themselves to the database (`pg_stat_activity`).
@@ -221,6 +226,7 @@ impl Placer {
             projector: Projector::new(db.clone(), IncidentsReadModel),
             known: Default::default(),
             topologies: Default::default(),
+            silences: Default::default(),
             db,
             correlation,
             vectors,
@@ -324,6 +330,9 @@ impl Placer {
         };
         self.metrics.observe_batch(placed.alerts, &clock, &placed.tally);
         self.announcer.announce(Incident::TYPE);
+        if placed.received_alerts {
+            self.announcer.announce(ReceivedAlert::TYPE);
+        }
         self.remember(placed.states);
         Ok(placed.outcomes)
     }
@@ -355,6 +364,7 @@ impl Placer {
         let users: Vec<&str> = windows.iter().map(|window| window.0).collect();
         let topologies = self.topologies.for_users(conn, &users).await?;
         let no_topology = Topology::default();
+        let silences = self.silences.in_force(conn, &found.silences, Utc::now()).await?;
         clock.lap(PlacementPhase::Lookup);
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
         // The first item of each delivery not recorded before places it (with the id reserved
@@ -439,6 +449,10 @@ impl Placer {
                 // A state change of an alert an open incident already holds (acknowledged, re-notified).
                 plan.tally.count(alert.source, Fate::Updated);
                 Some((incident_id, false))
+            } else if let Some(silence_ids) = silences.matching(item.user_id, alert) {
+                plan.silenced.push(item.silence(alert_id, silence_ids));
+                plan.tally.count(alert.source, Fate::Silenced);
+                None
             } else {
                 let user_candidates = candidates.entry(item.user_id).or_default();
                 let new_alert = NewAlert {
@@ -509,6 +523,7 @@ impl Placer {
         let (streams, states) = self
             .run_commands(conn, std::mem::take(&mut plan.commands), &plan.opened)
             .await?;
+        let received = received_alert_events(std::mem::take(&mut plan.silenced))?;
         clock.lap(PlacementPhase::Decide);
         let runs: Vec<Vec<&EventEnvelope<Incident>>> = match mode {
             Mode::Fast => streams.iter().map(|(_, events)| events.iter().collect()).collect(),
@@ -533,7 +548,7 @@ impl Placer {
             &items,
             &plan.placements,
             &plan.adoptions,
-            &streams,
+            &EventRow::all(&streams, &received)?,
             &found.cursors,
             &rows,
         )
@@ -579,8 +594,9 @@ impl Placer {
             outcomes[item.notification].push(outcome);
         }
         plan.tally
-            .appended(streams.iter().map(|(_, events)| events.len()).sum());
+            .appended(streams.iter().map(|(_, events)| events.len()).sum::<usize>() + received.len());
         Ok(Placed {
+            received_alerts: !received.is_empty(),
             outcomes,
             states,
             alerts: items.len(),
@@ -748,6 +764,8 @@ enum Mode {
 /// of them (counted once it is committed).
 struct Placed {
     outcomes: Vec<Vec<IngestedAlert>>,
+    /// Whether it recorded received alerts' events (silenced alerts).
+    received_alerts: bool,
     states: HashMap<Uuid, (Incident, usize)>,
     alerts: usize,
     tally: AlertTally,
@@ -802,6 +820,24 @@ impl<'a> Item<'a> {
         }
     }
 
+    fn silence(&self, source_alert_id: i64, silence_ids: Vec<Uuid>) -> (i64, ReceivedAlertCommand) {
+        let alert = self.alert;
+        let command = ReceivedAlertCommand::Silence {
+            user_id: self.user_id.to_owned(),
+            alert: AlertSummary {
+                source_type: alert.source.as_str().to_owned(),
+                source_alert_id,
+                title: alert.title.clone(),
+                service: alert.service.clone(),
+                severity: alert.severity.clone(),
+                fired_at: alert.fired_at,
+            },
+            silence_ids,
+            at: Utc::now(),
+        };
+        (source_alert_id, command)
+    }
+
     fn delivery(&self) -> Delivery<'a> {
         Delivery {
             user_id: self.user_id,
@@ -823,6 +859,8 @@ struct Plan {
     /// Recoveries recorded before any incident held their alert (delivered ahead of its firing),
     /// delivered again now that one does: each row's id and the incident it now resolves.
     adoptions: Vec<(i64, Uuid)>,
+    /// Alerts silences matched: each opens and joins nothing, and its own stream records why.
+    silenced: Vec<(i64, ReceivedAlertCommand)>,
     tally: AlertTally,
 }
 
@@ -999,6 +1037,8 @@ struct Found {
     candidates: Vec<UserCandidateRow>,
     /// Each user's `ingestion_cursors.placed` as read (0 for a user never placed).
     cursors: Vec<(String, i64)>,
+    /// `(user, silence id)` of the silences in force (not expired, started, not ended).
+    silences: Vec<(String, Uuid)>,
 }
 
 impl Found {
@@ -1056,6 +1096,7 @@ async fn look_up(
         Json<Vec<(usize, Uuid, Option<i64>)>>,
         Json<Vec<UserCandidateRow>>,
         Json<Vec<(String, i64)>>,
+        Json<Vec<(String, Uuid)>>,
     );
     let users: Vec<&str> = items
         .iter()
@@ -1063,7 +1104,7 @@ async fn look_up(
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    let (deliveries, key_holders, earlier, group_incidents, candidates, cursors): Lookups = sqlx::query_as(
+    let (deliveries, key_holders, earlier, group_incidents, candidates, cursors, silences): Lookups = sqlx::query_as(
         "WITH items AS (
              SELECT (ordinality - 1)::int AS index, user_id, source_type, alert_key, group_key, alert_state,
                     fired_at, resolved, kind
@@ -1152,7 +1193,10 @@ async fn look_up(
               ) c),
              (SELECT COALESCE(json_agg(json_build_array(u.user_id, COALESCE(c.placed, 0))), '[]')
               FROM unnest($13::text[]) AS u(user_id)
-              LEFT JOIN ingestion_cursors c ON c.user_id = u.user_id)",
+              LEFT JOIN ingestion_cursors c ON c.user_id = u.user_id),
+             (SELECT COALESCE(json_agg(json_build_array(s.user_id, s.id)), '[]') FROM silences s
+              WHERE s.user_id = ANY($13) AND s.expired_at IS NULL AND s.starts_at <= now()
+                AND (s.ends_at IS NULL OR s.ends_at > now()))",
     )
     .bind(items.iter().map(|item| item.user_id).collect::<Vec<_>>())
     .bind(items.iter().map(|item| item.alert.source.as_str()).collect::<Vec<_>>())
@@ -1184,7 +1228,68 @@ async fn look_up(
         group_incidents: group_incidents.0,
         candidates: candidates.0,
         cursors: cursors.0,
+        silences: silences.0,
     })
+}
+
+/// One event as `write_batch` appends it.
+struct EventRow<'a> {
+    aggregate_type: &'static str,
+    aggregate_id: &'a str,
+    sequence: i64,
+    event_type: String,
+    event_version: String,
+    payload: String,
+    metadata: String,
+}
+
+impl<'a> EventRow<'a> {
+    /// The incidents' events, then the received alerts'.
+    fn all(
+        streams: &'a [(String, Vec<EventEnvelope<Incident>>)],
+        received: &'a [EventEnvelope<ReceivedAlert>],
+    ) -> Result<Vec<Self>, Abort> {
+        streams
+            .iter()
+            .flat_map(|(aggregate_id, events)| events.iter().map(move |event| Self::of(aggregate_id, event)))
+            .chain(received.iter().map(|event| Self::of(&event.aggregate_id, event)))
+            .collect::<Result<_, serde_json::Error>>()
+            .map_err(|error| Abort::Failed(PlacementError::Serialization(error.to_string())))
+    }
+
+    fn of<A: Aggregate>(aggregate_id: &'a str, event: &EventEnvelope<A>) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            aggregate_type: A::TYPE,
+            aggregate_id,
+            sequence: event.sequence as i64,
+            event_type: event.payload.event_type(),
+            event_version: event.payload.event_version(),
+            // Straight to text: postgres-es goes through a `serde_json::Value` first, which
+            // stores the same JSON after an allocation per field.
+            payload: serde_json::to_string(&event.payload)?,
+            metadata: serde_json::to_string(&event.metadata)?,
+        })
+    }
+}
+
+/// The events recording the batch's silenced alerts, each the first of its alert's own stream.
+fn received_alert_events(
+    commands: Vec<(i64, ReceivedAlertCommand)>,
+) -> Result<Vec<EventEnvelope<ReceivedAlert>>, Abort> {
+    let metadata = ACTOR.metadata();
+    let mut envelopes = Vec::with_capacity(commands.len());
+    for (alert_id, command) in commands {
+        let events = ReceivedAlert::default()
+            .decide(command)
+            .map_err(|error| Abort::Failed(PlacementError::FateRefused(error)))?;
+        envelopes.extend(events.into_iter().zip(1..).map(|(payload, sequence)| EventEnvelope {
+            aggregate_id: alert_id.to_string(),
+            sequence,
+            payload,
+            metadata: metadata.clone(),
+        }));
+    }
+    Ok(envelopes)
 }
 
 /// Writes a batch in one statement, which commits on its own when no transaction is open: moves
@@ -1200,7 +1305,7 @@ async fn write_batch(
     items: &[Item<'_>],
     placements: &[Placement],
     adoptions: &[(i64, Uuid)],
-    streams: &[(String, Vec<EventEnvelope<Incident>>)],
+    events: &[EventRow<'_>],
     cursors: &[(String, i64)],
     rows: &RowWrites<'_>,
 ) -> Result<(), Abort> {
@@ -1249,21 +1354,6 @@ async fn write_batch(
             rows = RowWrites::ctes(33)
         )
     });
-    let events: Vec<(&str, &EventEnvelope<Incident>, String, String)> = streams
-        .iter()
-        .flat_map(|(aggregate_id, events)| events.iter().map(move |event| (aggregate_id.as_str(), event)))
-        .map(|(aggregate_id, event)| {
-            // Straight to text: postgres-es goes through a `serde_json::Value` first, which
-            // stores the same JSON after an allocation per field.
-            Ok((
-                aggregate_id,
-                event,
-                serde_json::to_string(&event.payload)?,
-                serde_json::to_string(&event.metadata)?,
-            ))
-        })
-        .collect::<Result<_, serde_json::Error>>()
-        .map_err(|error| Abort::Failed(PlacementError::Serialization(error.to_string())))?;
     if events.is_empty() && placements.is_empty() && adoptions.is_empty() {
         return Ok(());
     }
@@ -1273,13 +1363,13 @@ async fn write_batch(
         alerts.iter().map(|item| f(item.alert)).collect()
     };
     let query = sqlx::query(&STATEMENT)
-        .bind(vec![Incident::TYPE; events.len()])
-        .bind(events.iter().map(|e| e.0).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.1.sequence as i64).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.1.payload.event_type()).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.1.payload.event_version()).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.2.as_str()).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.3.as_str()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.aggregate_type).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.aggregate_id).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.sequence).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.event_version.as_str()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.payload.as_str()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.metadata.as_str()).collect::<Vec<_>>())
         .bind(placements.iter().map(|&(_, alert_id, _)| alert_id).collect::<Vec<_>>())
         .bind(alerts.iter().map(|item| item.user_id).collect::<Vec<_>>())
         .bind(text(|a| a.source.as_str()))

@@ -199,12 +199,14 @@ pub enum Fate {
     Resolved,
     /// A recovery of an alert no incident holds.
     Unmatched,
+    /// A firing alert a silence in force matched: it opened and joined nothing.
+    Silenced,
     /// Placement failed: the sender got an error and may retry.
     Refused,
 }
 
 impl Fate {
-    const COUNT: usize = 7;
+    const COUNT: usize = 8;
     const ALL: [Self; Self::COUNT] = [
         Self::Opened,
         Self::Correlated,
@@ -212,6 +214,7 @@ impl Fate {
         Self::Deduplicated,
         Self::Resolved,
         Self::Unmatched,
+        Self::Silenced,
         Self::Refused,
     ];
 
@@ -223,6 +226,7 @@ impl Fate {
             Self::Deduplicated => "deduplicated",
             Self::Resolved => "resolved",
             Self::Unmatched => "unmatched",
+            Self::Silenced => "silenced",
             Self::Refused => "refused",
         }
     }

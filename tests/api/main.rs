@@ -30,6 +30,7 @@ mod rca_gate;
 mod replay;
 mod request_ids;
 mod resolved_incidents;
+mod silences;
 mod users;
 mod websocket;
 mod websocket_protocol;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{json, Value};
 use vigil::event_store::{execute, Actor};
 use vigil_aggregates::{
     connection::{connection_id, ConnectionCommand, Provider},
@@ -17,6 +17,8 @@ use crate::{
     correlation::{alert_of, post},
     helpers::{eventually, spawn_app, TestApp},
     incidents::detail,
+    ingestion::post_alert,
+    silences::{silence, silence_of_service},
 };
 
 /// Incidents that alerts opened and joined, analysed by the built-in analyst (thoughts,
@@ -62,6 +64,21 @@ async fn a_day_of_work(app: &TestApp) {
         ]});
         let declared = app.send_as(&user, Method::PUT, "/api/topology", Some(&topology)).await;
         assert_eq!(declared.status(), 200);
+        // A maintenance window silencing an alert, and a silence expired.
+        silence(app, &user, &silence_of_service("batch-jobs")).await;
+        let silenced = post_alert(
+            app,
+            &user,
+            "/api/source_a/alerts",
+            &alert_of("batch-jobs", "export failed", 9500),
+        )
+        .await;
+        assert_eq!(silenced["alerts"][0]["incident_id"], Value::Null);
+        let ended = silence(app, &user, &silence_of_service("reports")).await;
+        let expired = app
+            .send_as(&user, Method::DELETE, &format!("/api/silences/{ended}"), None)
+            .await;
+        assert_eq!(expired.status(), 204);
         app.create_session(&user, &json!({ "title": "capacity planning" }))
             .await;
         // A cloud account connected (its setup talks to the provider; the events are what count).

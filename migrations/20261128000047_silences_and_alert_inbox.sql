@@ -1,0 +1,39 @@
+-- Silences and maintenance windows (issue 30), projected from the Silence aggregate. A silence
+-- never changes once created; it is only expired, which keeps it in history. `ends_at` is null
+-- for a weekly window that recurs until expired; ingestion reads the ids of the silences that
+-- may apply (not expired, not ended) and keeps their compiled matchers in memory.
+CREATE TABLE silences
+(
+    id          uuid PRIMARY KEY,
+    user_id     varchar(255) NOT NULL,
+    definition  jsonb        NOT NULL,
+    created_by  varchar(255) NOT NULL,
+    created_at  timestamptz  NOT NULL,
+    starts_at   timestamptz  NOT NULL,
+    ends_at     timestamptz,
+    expired_at  timestamptz,
+    expired_by  varchar(255),
+    version     bigint       NOT NULL
+);
+CREATE INDEX silences_by_user ON silences (user_id, created_at DESC, id DESC);
+CREATE INDEX silences_in_force ON silences (user_id) WHERE expired_at IS NULL;
+
+-- The alert inbox: every alert received, with what became of it, newest first. Projected from
+-- the incidents' events (opened, joined, resolved) and the received alerts' own events
+-- (silenced); `id` is the delivery's id (`source_alerts.id`, the incidents' `sourceAlertId`).
+CREATE TABLE alert_inbox
+(
+    id          bigint PRIMARY KEY,
+    user_id     varchar(255) NOT NULL,
+    source_type varchar(20)  NOT NULL,
+    title       text         NOT NULL,
+    service     text,
+    severity    varchar(20),
+    fired_at    timestamptz  NOT NULL,
+    received_at timestamptz  NOT NULL,
+    fate        varchar(20)  NOT NULL,
+    incident_id uuid,
+    score       double precision,
+    silence_ids uuid[]
+);
+CREATE INDEX alert_inbox_by_user ON alert_inbox (user_id, id DESC);

@@ -1,0 +1,136 @@
+//! `silences`: the read model of the Silence aggregate, and the queries the API and ingestion
+//! serve from it.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use cqrs_es::EventEnvelope;
+use sqlx::{types::Json, PgConnection};
+use uuid::Uuid;
+use vigil_aggregates::silence::{Schedule, Silence, SilenceDefinition, SilenceEvent};
+
+use crate::{ProjectionError, ReadModel};
+
+pub struct SilencesReadModel;
+
+impl ReadModel<Silence> for SilencesReadModel {
+    const NAME: &'static str = "silences";
+    const TABLES: &'static [&'static str] = &["silences"];
+
+    async fn versions(
+        &self,
+        conn: &mut PgConnection,
+        aggregate_ids: &[&str],
+    ) -> Result<HashMap<String, i64>, ProjectionError> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as("SELECT id::text, version FROM silences WHERE id = ANY($1::text[]::uuid[])")
+                .bind(aggregate_ids)
+                .fetch_all(conn)
+                .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    async fn apply(&self, conn: &mut PgConnection, event: &EventEnvelope<Silence>) -> Result<(), ProjectionError> {
+        let version = event.sequence as i64;
+        match &event.payload {
+            SilenceEvent::SilenceCreated {
+                silence_id,
+                user_id,
+                definition,
+                created_by,
+                at,
+            } => {
+                let (starts_at, ends_at) = bounds(&definition.schedule);
+                sqlx::query(
+                    "INSERT INTO silences (id, user_id, definition, created_by, created_at, starts_at, ends_at, version)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(silence_id)
+                .bind(user_id)
+                .bind(Json(definition))
+                .bind(created_by)
+                .bind(at)
+                .bind(starts_at)
+                .bind(ends_at)
+                .bind(version)
+                .execute(conn)
+                .await?;
+            }
+            SilenceEvent::SilenceExpired { expired_by, at } => {
+                sqlx::query("UPDATE silences SET expired_at = $2, expired_by = $3, version = $4 WHERE id = $1::uuid")
+                    .bind(&event.aggregate_id)
+                    .bind(at)
+                    .bind(expired_by)
+                    .bind(version)
+                    .execute(conn)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// When a schedule starts, and when it ends (never, for a weekly window without an end).
+pub fn bounds(schedule: &Schedule) -> (DateTime<Utc>, Option<DateTime<Utc>>) {
+    match schedule {
+        Schedule::Window { starts_at, ends_at } => (*starts_at, Some(*ends_at)),
+        Schedule::Weekly { starts_at, ends_at, .. } => (*starts_at, *ends_at),
+    }
+}
+
+/// A silence as last projected.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SilenceRow {
+    pub id: Uuid,
+    pub definition: Json<SilenceDefinition>,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+    pub expired_at: Option<DateTime<Utc>>,
+    pub expired_by: Option<String>,
+}
+
+const COLUMNS: &str = "id, definition, created_by, created_at, expired_at, expired_by";
+
+/// `user_id`'s silence `id`, if it is theirs.
+pub async fn find(db: impl sqlx::PgExecutor<'_>, user_id: &str, id: Uuid) -> sqlx::Result<Option<SilenceRow>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM silences WHERE id = $1 AND user_id = $2"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(db)
+    .await
+}
+
+/// `user_id`'s silences, newest first: those created before `before` (a `(created_at, id)`
+/// cursor), at most `limit`.
+pub async fn list(
+    db: impl sqlx::PgExecutor<'_>,
+    user_id: &str,
+    before: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> sqlx::Result<Vec<SilenceRow>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM silences
+         WHERE user_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
+         ORDER BY created_at DESC, id DESC LIMIT $4"
+    ))
+    .bind(user_id)
+    .bind(before.map(|b| b.0))
+    .bind(before.map(|b| b.1))
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// The definitions of silences `ids` (ingestion compiles each once).
+pub async fn definitions(
+    db: impl sqlx::PgExecutor<'_>,
+    ids: &[Uuid],
+) -> sqlx::Result<Vec<(Uuid, Json<SilenceDefinition>)>> {
+    sqlx::query_as("SELECT id, definition FROM silences WHERE id = ANY($1)")
+        .bind(ids)
+        .fetch_all(db)
+        .await
+}
