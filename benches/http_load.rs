@@ -19,6 +19,10 @@
 //! - `ingest-distinct`: every alert opens an incident of its own (the worst case);
 //! - `ingest-recovering`: the storm with every other notification the recovery of the alert sent
 //!   just before it (firing, then resolved, as monitoring sends them);
+//! - `ingest-silences`: the storm while each tenant has 100 active silences, none matching (what
+//!   matching costs);
+//! - `ingest-silenced`: the storm during a maintenance window: one of each tenant's 100 silences
+//!   matches every alert (then checks: no incident, an inbox entry per alert);
 //! - `pgbench`: the baseline for the ingestion scenarios, pgbench inserting single JSON rows into the same
 //!   PostgreSQL with as many clients, for as long, before and after them (the ratio is taken against
 //!   the faster run).
@@ -242,14 +246,31 @@ async fn main() {
         if run_workers { "on" } else { "off" }
     );
 
-    let mixes: Vec<(&str, AlertMix)> = [
-        ("ingest storm", "ingest", AlertMix::Storm),
-        ("ingest distinct", "ingest-distinct", AlertMix::Distinct),
-        ("ingest recovering", "ingest-recovering", AlertMix::Recovering),
+    let mixes: Vec<(&str, AlertMix, Silences)> = [
+        ("ingest storm", "ingest", AlertMix::Storm, Silences::None),
+        ("ingest distinct", "ingest-distinct", AlertMix::Distinct, Silences::None),
+        (
+            "ingest recovering",
+            "ingest-recovering",
+            AlertMix::Recovering,
+            Silences::None,
+        ),
+        (
+            "ingest 100 silences",
+            "ingest-silences",
+            AlertMix::Storm,
+            Silences::NoneMatching,
+        ),
+        (
+            "ingest silenced",
+            "ingest-silenced",
+            AlertMix::Storm,
+            Silences::OneMatching,
+        ),
     ]
     .into_iter()
-    .filter(|(_, scenario, _)| wanted(scenario))
-    .map(|(name, _, mix)| (name, mix))
+    .filter(|(_, scenario, ..)| wanted(scenario))
+    .map(|(name, _, mix, silences)| (name, mix, silences))
     .collect();
     if !mixes.is_empty() || wanted("pgbench") {
         run_ingest_scenarios(&base, &url, concurrency, duration, &mixes, wanted("pgbench")).await;
@@ -327,13 +348,87 @@ enum AlertMix {
     Recovering,
 }
 
+/// The silences each tenant of a scenario has.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Silences {
+    None,
+    /// 100 active silences, each of another service and alert name: matching is all they cost.
+    NoneMatching,
+    /// 99 of those and one matching every service of the storm: a maintenance window.
+    OneMatching,
+}
+
+impl Silences {
+    async fn create(self, client: &reqwest::Client, base: &str, user_id: &str) {
+        let count = match self {
+            Self::None => return,
+            Self::NoneMatching => 100,
+            Self::OneMatching => 99,
+        };
+        let ends_at = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+        let mut bodies: Vec<Value> = (0..count)
+            .map(|k| {
+                json!({ "matchers": [
+                    { "name": "service", "value": format!("batch-{k}") },
+                    { "name": "alertname", "value": format!("Nightly.*{k}"), "isRegex": true },
+                ], "endsAt": ends_at })
+            })
+            .collect();
+        if self == Self::OneMatching {
+            bodies.push(
+                json!({ "matchers": [{ "name": "service", "value": "service-.*", "isRegex": true }],
+                                "endsAt": ends_at, "comment": "maintenance" }),
+            );
+        }
+        for body in bodies {
+            let created = client
+                .post(format!("{base}/api/silences"))
+                .header("X-User-ID", user_id)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(created.status(), 201, "silence created");
+        }
+    }
+}
+
+/// After a maintenance-window storm: its tenants have no incident, so no analysis, and the inbox
+/// lists every alert accepted, silenced.
+async fn check_silenced(db_url: &reqwest::Url, users: &[String], accepted: u64) {
+    let mut db = PgConnection::connect(db_url.as_str())
+        .await
+        .expect("bench database reachable");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (incidents, listed, silenced): (i64, i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM incidents WHERE user_id = ANY($1)),
+                    (SELECT count(*) FROM alert_inbox WHERE user_id = ANY($1)),
+                    (SELECT count(*) FROM alert_inbox WHERE user_id = ANY($1) AND fate = 'silenced')",
+        )
+        .bind(users)
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+        if listed as u64 >= accepted || Instant::now() > deadline {
+            println!(
+                "{:>20}  {accepted} alerts accepted: {incidents} incidents (so as many analyses), \
+                 {listed} in the inbox, {silenced} of them silenced",
+                "silenced check:"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Sustained ingestion against a pgbench single-row-insert baseline on the same database.
 async fn run_ingest_scenarios(
     base: &str,
     db_url: &reqwest::Url,
     concurrency: usize,
     duration: Duration,
-    mixes: &[(&str, AlertMix)],
+    mixes: &[(&str, AlertMix, Silences)],
     pgbench: bool,
 ) {
     let client = reqwest::Client::new();
@@ -342,7 +437,7 @@ async fn run_ingest_scenarios(
     // against the faster of the two.
     let pgbench_before = pgbench.then(|| pgbench_inserts_per_second(db_url, concurrency, duration));
     let mut rates = Vec::new();
-    for (round, &(name, mix)) in mixes.iter().enumerate() {
+    for (round, &(name, mix, silences)) in mixes.iter().enumerate() {
         let tenants = match mix {
             AlertMix::Storm | AlertMix::Recovering => concurrency.div_ceil(4),
             AlertMix::Distinct => concurrency,
@@ -358,9 +453,12 @@ async fn run_ingest_scenarios(
                 .json()
                 .await
                 .unwrap();
-            users.push(user["id"].as_str().unwrap().to_owned());
+            let user_id = user["id"].as_str().unwrap().to_owned();
+            silences.create(&client, base, &user_id).await;
+            users.push(user_id);
         }
         let users = Arc::new(users);
+        let tenants_of_round = users.clone();
         let placement_before = PlacementTotals::scrape(&client, base).await;
         let addr = base.trim_start_matches("http://").to_owned();
         let mut outcome = drive_posts(concurrency, duration, &addr, move |n| {
@@ -408,6 +506,17 @@ async fn run_ingest_scenarios(
             .await
             .since(&placement_before)
             .report();
+        if silences == Silences::OneMatching {
+            check_silenced(db_url, &tenants_of_round, outcome.requests - outcome.errors).await;
+        }
+    }
+    if let Some(&(_, storm)) = rates.iter().find(|(name, _)| *name == "ingest storm") {
+        for &(name, rate) in rates.iter().filter(|(name, _)| name.contains("silence")) {
+            println!(
+                "ratio: {name} alerts/s = {:.3} × ingest storm alerts/s (same run)",
+                rate / storm
+            );
+        }
     }
     let Some(before) = pgbench_before else {
         return;

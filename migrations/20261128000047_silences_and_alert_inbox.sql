@@ -20,10 +20,14 @@ CREATE INDEX silences_in_force ON silences (user_id) WHERE expired_at IS NULL;
 
 -- The alert inbox: every alert received, with what became of it, newest first. Projected from
 -- the incidents' events (opened, joined, resolved) and the received alerts' own events
--- (silenced); `id` is the delivery's id (`source_alerts.id`, the incidents' `sourceAlertId`).
+-- (silenced, unmatched, updated, deduplicated); `id` is the delivery's id (`source_alerts.id`,
+-- the incidents' `sourceAlertId`), or a redelivery's own. `recorded_by` says which of the two
+-- wrote the row: an incident's event wins over a received alert's (a recovery recorded
+-- unmatched, then resolving an incident when delivered again), whichever is applied first.
 CREATE TABLE alert_inbox
 (
     id          bigint PRIMARY KEY,
+    recorded_by varchar(10)  NOT NULL,
     user_id     varchar(255) NOT NULL,
     source_type varchar(20)  NOT NULL,
     title       text         NOT NULL,
@@ -34,6 +38,7 @@ CREATE TABLE alert_inbox
     fate        varchar(20)  NOT NULL,
     incident_id uuid,
     score       double precision,
-    silence_ids uuid[]
+    silence_ids uuid[],
+    redelivery_of bigint
 );
 CREATE INDEX alert_inbox_by_user ON alert_inbox (user_id, id DESC);

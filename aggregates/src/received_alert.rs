@@ -1,6 +1,7 @@
-//! What became of a received alert that no incident's events record: one stream per delivery,
-//! named by its id (`source_alerts.id`), so that recording a fate never races another writer.
-//! An alert that opens, joins or resolves an incident is recorded by that incident's events.
+//! What became of a received alert that no incident's events record: one stream per inbox entry,
+//! named by its id (a delivery's `source_alerts.id`, or for a redelivery an id of its own from
+//! the same sequence), so that recording a fate never races another writer. An alert that
+//! opens, joins or resolves an incident is recorded by that incident's events.
 
 use chrono::{DateTime, Utc};
 use cqrs_es::{event_sink::EventSink, Aggregate, DomainEvent};
@@ -18,13 +19,25 @@ pub struct AlertSummary {
     pub fired_at: DateTime<Utc>,
 }
 
+/// What became of it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AlertFate {
+    /// Silences in force matched the firing alert: it opens and joins nothing.
+    Silenced { silence_ids: Vec<Uuid> },
+    /// A recovery of an alert no incident holds.
+    Unmatched,
+    /// A state change (acknowledged, notified again) of an alert `incident_id` holds.
+    Updated { incident_id: Uuid },
+    /// The same delivery as `of` again (same source, key, state and firing time): nothing changed.
+    Redelivered { of: i64, incident_id: Option<Uuid> },
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReceivedAlertCommand {
-    /// Silences in force matched the firing alert: it opens and joins nothing.
-    Silence {
+    Record {
         user_id: String,
         alert: AlertSummary,
-        silence_ids: Vec<Uuid>,
+        fate: AlertFate,
         at: DateTime<Utc>,
     },
 }
@@ -37,13 +50,35 @@ pub enum ReceivedAlertEvent {
         silence_ids: Vec<Uuid>,
         at: DateTime<Utc>,
     },
+    RecoveryUnmatched {
+        user_id: String,
+        alert: AlertSummary,
+        at: DateTime<Utc>,
+    },
+    AlertUpdated {
+        user_id: String,
+        alert: AlertSummary,
+        incident_id: Uuid,
+        at: DateTime<Utc>,
+    },
+    AlertRedelivered {
+        user_id: String,
+        alert: AlertSummary,
+        redelivery_of: i64,
+        incident_id: Option<Uuid>,
+        at: DateTime<Utc>,
+    },
 }
 
 impl DomainEvent for ReceivedAlertEvent {
     fn event_type(&self) -> String {
         match self {
-            Self::AlertSilenced { .. } => "AlertSilenced".to_owned(),
+            Self::AlertSilenced { .. } => "AlertSilenced",
+            Self::RecoveryUnmatched { .. } => "RecoveryUnmatched",
+            Self::AlertUpdated { .. } => "AlertUpdated",
+            Self::AlertRedelivered { .. } => "AlertRedelivered",
         }
+        .to_owned()
     }
 
     fn event_version(&self) -> String {
@@ -65,27 +100,39 @@ pub struct ReceivedAlert {
 impl ReceivedAlert {
     /// A delivery's fate is recorded once: the same command again changes nothing.
     pub fn decide(&self, command: ReceivedAlertCommand) -> Result<Vec<ReceivedAlertEvent>, ReceivedAlertError> {
-        match command {
-            ReceivedAlertCommand::Silence {
+        let ReceivedAlertCommand::Record {
+            user_id,
+            alert,
+            fate,
+            at,
+        } = command;
+        if self.fate_recorded {
+            return Ok(Vec::new());
+        }
+        let event = match fate {
+            AlertFate::Silenced { silence_ids } if silence_ids.is_empty() => return Err(ReceivedAlertError::NoSilence),
+            AlertFate::Silenced { silence_ids } => ReceivedAlertEvent::AlertSilenced {
                 user_id,
                 alert,
                 silence_ids,
                 at,
-            } => {
-                if silence_ids.is_empty() {
-                    return Err(ReceivedAlertError::NoSilence);
-                }
-                if self.fate_recorded {
-                    return Ok(Vec::new());
-                }
-                Ok(vec![ReceivedAlertEvent::AlertSilenced {
-                    user_id,
-                    alert,
-                    silence_ids,
-                    at,
-                }])
-            }
-        }
+            },
+            AlertFate::Unmatched => ReceivedAlertEvent::RecoveryUnmatched { user_id, alert, at },
+            AlertFate::Updated { incident_id } => ReceivedAlertEvent::AlertUpdated {
+                user_id,
+                alert,
+                incident_id,
+                at,
+            },
+            AlertFate::Redelivered { of, incident_id } => ReceivedAlertEvent::AlertRedelivered {
+                user_id,
+                alert,
+                redelivery_of: of,
+                incident_id,
+                at,
+            },
+        };
+        Ok(vec![event])
     }
 }
 
@@ -108,10 +155,8 @@ impl Aggregate for ReceivedAlert {
         Ok(())
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        match event {
-            ReceivedAlertEvent::AlertSilenced { .. } => self.fate_recorded = true,
-        }
+    fn apply(&mut self, _: Self::Event) {
+        self.fate_recorded = true;
     }
 }
 
@@ -119,8 +164,8 @@ impl Aggregate for ReceivedAlert {
 mod tests {
     use super::*;
 
-    fn silence(ids: Vec<Uuid>) -> ReceivedAlertCommand {
-        ReceivedAlertCommand::Silence {
+    fn record(fate: AlertFate) -> ReceivedAlertCommand {
+        ReceivedAlertCommand::Record {
             user_id: "u".into(),
             alert: AlertSummary {
                 source_type: "source_a".into(),
@@ -130,9 +175,13 @@ mod tests {
                 severity: None,
                 fired_at: DateTime::UNIX_EPOCH,
             },
-            silence_ids: ids,
+            fate,
             at: DateTime::UNIX_EPOCH,
         }
+    }
+
+    fn silence(ids: Vec<Uuid>) -> ReceivedAlertCommand {
+        record(AlertFate::Silenced { silence_ids: ids })
     }
 
     #[test]
@@ -144,6 +193,24 @@ mod tests {
             alert.apply(event);
         }
         assert!(alert.decide(silence(vec![Uuid::nil()])).unwrap().is_empty());
+    }
+
+    #[test]
+    fn each_fate_is_its_own_event() {
+        let types: Vec<String> = [
+            AlertFate::Unmatched,
+            AlertFate::Updated {
+                incident_id: Uuid::nil(),
+            },
+            AlertFate::Redelivered {
+                of: 3,
+                incident_id: None,
+            },
+        ]
+        .into_iter()
+        .map(|fate| ReceivedAlert::default().decide(record(fate)).unwrap()[0].event_type())
+        .collect();
+        assert_eq!(types, ["RecoveryUnmatched", "AlertUpdated", "AlertRedelivered"]);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `alert_inbox`: every alert received, with its fate, as `GET /api/alerts` lists it. Two
-//! consumers write it, each its own rows: one reads the incidents' events (an alert that opened,
-//! joined or resolved an incident), the other the received alerts' own events (silenced). A row
-//! is keyed by the delivery's id, so an event read twice writes the same row.
+//! consumers write it: one reads the incidents' events (an alert that opened, joined or resolved
+//! an incident), the other the received alerts' own events (silenced, unmatched, updated,
+//! deduplicated). A row is keyed by its entry's id, so an event read twice writes the same row.
+//! Each row says which consumer wrote it; an incident's event wins over a received alert's,
+//! whichever is applied first, so a replay rebuilds the same rows whatever the order.
 
 use std::collections::HashMap;
 
@@ -24,8 +26,15 @@ pub mod fate {
     pub const JOINED: &str = "joined";
     pub const RESOLVED: &str = "resolved";
     pub const SILENCED: &str = "silenced";
-    pub const ALL: [&str; 4] = [OPENED, JOINED, RESOLVED, SILENCED];
+    pub const UNMATCHED: &str = "unmatched";
+    pub const UPDATED: &str = "updated";
+    pub const DEDUPLICATED: &str = "deduplicated";
+    pub const ALL: [&str; 7] = [OPENED, JOINED, RESOLVED, SILENCED, UNMATCHED, UPDATED, DEDUPLICATED];
 }
+
+/// Which consumer wrote a row.
+const BY_INCIDENTS: &str = "incident";
+const BY_RECEIVED: &str = "received";
 
 /// One inbox row. For a recovery, the descriptive columns are read from its delivery when
 /// written (an `AlertResolved` event names only the delivery).
@@ -43,6 +52,7 @@ struct Row {
     fate: &'static str,
     score: Option<f64>,
     silence_ids: Option<Vec<Uuid>>,
+    redelivery_of: Option<i64>,
 }
 
 /// The part of an incident event's alert the inbox keeps (the rest, evidence above all, is not
@@ -174,15 +184,16 @@ impl EventConsumer for IncidentAlertsInbox {
         }
         let mut conn = self.pool.acquire().await?;
         fill_owners(&mut conn, &mut rows).await?;
-        upsert(&mut conn, &rows).await
+        upsert(&mut conn, &rows, BY_INCIDENTS).await
     }
 
     fn tables(&self) -> &'static [&'static str] {
-        &["alert_inbox WHERE silence_ids IS NULL"]
+        &["alert_inbox WHERE recorded_by = 'incident'"]
     }
 
     async fn reset(&self) -> Result<(), ProjectionError> {
-        sqlx::query("DELETE FROM alert_inbox WHERE silence_ids IS NULL")
+        sqlx::query("DELETE FROM alert_inbox WHERE recorded_by = $1")
+            .bind(BY_INCIDENTS)
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -213,37 +224,84 @@ impl EventConsumer for ReceivedAlertsInbox {
     async fn consume(&self, events: &[StoredEvent]) -> Result<(), ProjectionError> {
         let mut rows = Vec::with_capacity(events.len());
         for event in events {
-            match event.envelope::<ReceivedAlert>()?.payload {
-                ReceivedAlertEvent::AlertSilenced {
+            use ReceivedAlertEvent as E;
+            let (user_id, alert, row) = match event.envelope::<ReceivedAlert>()?.payload {
+                E::AlertSilenced {
                     user_id,
                     alert,
                     silence_ids,
                     ..
-                } => rows.push(Row {
-                    id: alert.source_alert_id,
-                    user_id: Some(user_id),
-                    source_type: alert.source_type,
-                    title: Some(alert.title),
-                    service: alert.service,
-                    severity: alert.severity,
-                    fired_at: Some(alert.fired_at),
-                    received_at: event.recorded_at,
-                    fate: fate::SILENCED,
-                    silence_ids: Some(silence_ids),
-                    ..Row::default()
-                }),
-            }
+                } => (
+                    user_id,
+                    alert,
+                    Row {
+                        fate: fate::SILENCED,
+                        silence_ids: Some(silence_ids),
+                        ..Row::default()
+                    },
+                ),
+                E::RecoveryUnmatched { user_id, alert, .. } => (
+                    user_id,
+                    alert,
+                    Row {
+                        fate: fate::UNMATCHED,
+                        ..Row::default()
+                    },
+                ),
+                E::AlertUpdated {
+                    user_id,
+                    alert,
+                    incident_id,
+                    ..
+                } => (
+                    user_id,
+                    alert,
+                    Row {
+                        fate: fate::UPDATED,
+                        incident_id: Some(incident_id),
+                        ..Row::default()
+                    },
+                ),
+                E::AlertRedelivered {
+                    user_id,
+                    alert,
+                    redelivery_of,
+                    incident_id,
+                    ..
+                } => (
+                    user_id,
+                    alert,
+                    Row {
+                        fate: fate::DEDUPLICATED,
+                        incident_id,
+                        redelivery_of: Some(redelivery_of),
+                        ..Row::default()
+                    },
+                ),
+            };
+            rows.push(Row {
+                id: alert.source_alert_id,
+                user_id: Some(user_id),
+                source_type: alert.source_type,
+                title: Some(alert.title),
+                service: alert.service,
+                severity: alert.severity,
+                fired_at: Some(alert.fired_at),
+                received_at: event.recorded_at,
+                ..row
+            });
         }
         let mut conn = self.pool.acquire().await?;
-        upsert(&mut conn, &rows).await
+        upsert(&mut conn, &rows, BY_RECEIVED).await
     }
 
     fn tables(&self) -> &'static [&'static str] {
-        &["alert_inbox WHERE silence_ids IS NOT NULL"]
+        &["alert_inbox WHERE recorded_by = 'received'"]
     }
 
     async fn reset(&self) -> Result<(), ProjectionError> {
-        sqlx::query("DELETE FROM alert_inbox WHERE silence_ids IS NOT NULL")
+        sqlx::query("DELETE FROM alert_inbox WHERE recorded_by = $1")
+            .bind(BY_RECEIVED)
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -279,9 +337,10 @@ async fn fill_owners(conn: &mut PgConnection, rows: &mut [Row]) -> Result<(), Pr
     Ok(())
 }
 
-/// Writes the rows; a row met again (an alert split off into a new incident) moves to where the
-/// alert is now and keeps its fate.
-async fn upsert(conn: &mut PgConnection, rows: &[Row]) -> Result<(), ProjectionError> {
+/// Writes the rows as `recorded_by` (`BY_INCIDENTS` or `BY_RECEIVED`). A row an incident's event
+/// wrote stays: met again (an alert split off into a new incident), it only moves to where the
+/// alert is now. A row a received alert's event wrote gives way to an incident's.
+async fn upsert(conn: &mut PgConnection, rows: &[Row], recorded_by: &str) -> Result<(), ProjectionError> {
     let rows: Vec<&Row> = rows.iter().filter(|row| row.user_id.is_some()).collect();
     if rows.is_empty() {
         return Ok(());
@@ -296,19 +355,32 @@ async fn upsert(conn: &mut PgConnection, rows: &[Row]) -> Result<(), ProjectionE
         })
         .collect();
     sqlx::query(
-        "INSERT INTO alert_inbox (id, user_id, source_type, title, service, severity, fired_at, received_at, fate,
-                                  incident_id, score, silence_ids)
-         SELECT r.id, r.user_id, r.source_type, COALESCE(r.title, d.alert_title, ''),
+        "INSERT INTO alert_inbox AS i (id, recorded_by, user_id, source_type, title, service, severity, fired_at,
+                                       received_at, fate, incident_id, score, silence_ids, redelivery_of)
+         SELECT r.id, $14, r.user_id, r.source_type, COALESCE(r.title, d.alert_title, ''),
                 CASE WHEN r.title IS NULL THEN d.alert_service ELSE r.service END,
                 CASE WHEN r.title IS NULL THEN d.alert_severity ELSE r.severity END,
                 COALESCE(r.fired_at, d.fired_at, r.received_at), r.received_at, r.fate, r.incident_id, r.score,
-                r.silence_ids::uuid[]
+                r.silence_ids::uuid[], r.redelivery_of
          FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
-                     $8::timestamptz[], $9::text[], $10::uuid[], $11::float8[], $12::text[])
+                     $8::timestamptz[], $9::text[], $10::uuid[], $11::float8[], $12::text[], $13::bigint[])
              AS r(id, user_id, source_type, title, service, severity, fired_at, received_at, fate, incident_id, score,
-                  silence_ids)
+                  silence_ids, redelivery_of)
          LEFT JOIN source_alerts d ON r.title IS NULL AND d.id = r.id
-         ON CONFLICT (id) DO UPDATE SET incident_id = EXCLUDED.incident_id",
+         ON CONFLICT (id) DO UPDATE SET
+             incident_id = EXCLUDED.incident_id, recorded_by = EXCLUDED.recorded_by,
+             user_id = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.user_id ELSE i.user_id END,
+             source_type = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.source_type ELSE i.source_type END,
+             title = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.title ELSE i.title END,
+             service = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.service ELSE i.service END,
+             severity = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.severity ELSE i.severity END,
+             fired_at = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.fired_at ELSE i.fired_at END,
+             received_at = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.received_at ELSE i.received_at END,
+             fate = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.fate ELSE i.fate END,
+             score = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.score ELSE i.score END,
+             silence_ids = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.silence_ids ELSE i.silence_ids END,
+             redelivery_of = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.redelivery_of ELSE i.redelivery_of END
+             WHERE EXCLUDED.recorded_by = 'incident'",
     )
     .bind(rows.iter().map(|r| r.id).collect::<Vec<_>>())
     .bind(rows.iter().map(|r| r.user_id.as_deref()).collect::<Vec<_>>())
@@ -326,6 +398,8 @@ async fn upsert(conn: &mut PgConnection, rows: &[Row]) -> Result<(), ProjectionE
     .bind(rows.iter().map(|r| r.incident_id).collect::<Vec<_>>())
     .bind(rows.iter().map(|r| r.score).collect::<Vec<_>>())
     .bind(&silence_ids)
+    .bind(rows.iter().map(|r| r.redelivery_of).collect::<Vec<_>>())
+    .bind(recorded_by)
     .execute(conn)
     .await?;
     Ok(())
@@ -345,6 +419,7 @@ pub struct InboxRow {
     pub incident_id: Option<Uuid>,
     pub score: Option<f64>,
     pub silence_ids: Option<Vec<Uuid>>,
+    pub redelivery_of: Option<i64>,
 }
 
 /// Which alerts of a user's inbox a page holds.
@@ -362,7 +437,8 @@ pub struct InboxFilter {
 }
 
 const INBOX_COLUMNS: &str =
-    "id, source_type, title, service, severity, fired_at, received_at, fate, incident_id, score, silence_ids";
+    "id, source_type, title, service, severity, fired_at, received_at, fate, incident_id, score, silence_ids, \
+     redelivery_of";
 
 /// `user_id`'s alerts matching `filter`, newest first, at most `limit`. Pages follow the ids
 /// down, so alerts arriving meanwhile never shift a later page.
@@ -395,7 +471,8 @@ pub async fn list(
     .await
 }
 
-/// `user_id`'s alert `id` with its raw payload as received (JSON text), if it is theirs.
+/// `user_id`'s alert `id` with its raw payload as received (JSON text; a redelivery's is the
+/// delivery's it repeats), if it is theirs.
 pub async fn find(
     db: impl sqlx::PgExecutor<'_>,
     user_id: &str,
@@ -408,7 +485,8 @@ pub async fn find(
         payload: Option<String>,
     }
     let found: Option<Found> = sqlx::query_as(&format!(
-        "SELECT {INBOX_COLUMNS}, (SELECT d.payload::text FROM source_alerts d WHERE d.id = i.id AND d.user_id = $1)
+        "SELECT {INBOX_COLUMNS}, (SELECT d.payload::text FROM source_alerts d
+                 WHERE d.id = COALESCE(i.redelivery_of, i.id) AND d.user_id = $1)
                 AS payload
          FROM alert_inbox i WHERE i.id = $2 AND i.user_id = $1"
     ))

@@ -26,26 +26,30 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
-pub struct AlertListQuery {
+pub struct InboxAlertListQuery {
     /// `source_a` .. `source_i`.
+    #[param(pattern = "^source_[a-i]$")]
     source: Option<String>,
     /// The alert's service, exactly.
     service: Option<String>,
-    /// `opened`, `joined`, `resolved` or `silenced`.
+    /// `opened`, `joined`, `resolved`, `silenced`, `unmatched`, `updated` or `deduplicated`.
+    #[param(pattern = "^(opened|joined|resolved|silenced|unmatched|updated|deduplicated)$")]
     fate: Option<String>,
     /// Received at or after (ISO 8601).
     since: Option<DateTime<Utc>>,
     /// Received before (ISO 8601).
     until: Option<DateTime<Utc>>,
     /// 1 to 100 (default 50).
-    limit: Option<i64>,
+    #[param(pattern = "^(100|[1-9][0-9]?)$")]
+    limit: Option<String>,
     /// The previous page's `nextCursor`: the page after it, unchanged by alerts arriving since.
-    cursor: Option<i64>,
+    #[param(pattern = "^[0-9]{1,18}$")]
+    cursor: Option<String>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct AlertView {
+pub struct InboxAlert {
     /// The delivery's id (an incident's correlated alert's `sourceAlertId`).
     id: i64,
     source: String,
@@ -55,31 +59,34 @@ pub struct AlertView {
     fired_at: DateTime<Utc>,
     received_at: DateTime<Utc>,
     /// What became of it: `opened` (it opened `incidentId`), `joined` (it joined `incidentId`
-    /// with `score`), `resolved` (a recovery that resolved its alert in `incidentId`) or
-    /// `silenced` (by `silenceIds`: it opened and joined nothing).
-    #[schema(pattern = "^(opened|joined|resolved|silenced)$")]
+    /// with `score`), `resolved` (a recovery that resolved its alert in `incidentId`),
+    /// `silenced` (by `silenceIds`: it opened and joined nothing), `unmatched` (a recovery of an
+    /// alert no incident holds), `updated` (a state change, such as acknowledged, of an alert
+    /// `incidentId` holds) or `deduplicated` (the same delivery as `redeliveryOf` again).
+    #[schema(pattern = "^(opened|joined|resolved|silenced|unmatched|updated|deduplicated)$")]
     fate: String,
     /// Where the alert is now (an alert split off is in the incident it was split into).
     incident_id: Option<Uuid>,
     score: Option<f64>,
     silence_ids: Option<Vec<Uuid>>,
+    redelivery_of: Option<i64>,
     /// This alert with its raw payload.
     url: String,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct AlertList {
-    alerts: Vec<AlertView>,
+pub struct InboxAlertList {
+    alerts: Vec<InboxAlert>,
     /// Pass as `cursor` for the next page; absent on the last one.
-    next_cursor: Option<i64>,
+    next_cursor: Option<String>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct AlertDetail {
+pub struct InboxAlertDetail {
     #[serde(flatten)]
-    alert: AlertView,
+    alert: InboxAlert,
     /// The body the source sent, as received.
     #[schema(value_type = Object)]
     raw_payload: Option<Value>,
@@ -87,21 +94,24 @@ pub struct AlertDetail {
 
 /// The caller's alerts, newest first, each with its fate. An alert is listed once its placement
 /// is projected, a moment after its webhook was answered.
-#[utoipa::path(get, path = "/api/alerts", operation_id = "listAlerts", tag = "alerts", params(AlertListQuery),
+#[utoipa::path(get, path = "/api/alerts", operation_id = "listAlerts", tag = "alerts", params(InboxAlertListQuery),
     security(("user_id" = []), ("session_cookie" = [])),
-    responses((status = 200, body = AlertList),
+    responses((status = 200, body = InboxAlertList),
         (status = 400, description = "an unknown source or fate, a bad time, limit or cursor", body = ErrorBody),
         (status = 401, description = "no identity", body = ErrorBody)))]
 async fn list_alerts(
     State(state): State<AppState>,
     user: AuthUser,
-    Query(query): Query<AlertListQuery>,
-) -> Result<Json<AlertList>, AppError> {
-    let limit = page_limit(query.limit.or(Some(50)), 100)?;
+    Query(query): Query<InboxAlertListQuery>,
+) -> Result<Json<InboxAlertList>, AppError> {
+    let limit = page_limit(query.limit.as_deref(), 50, 100)?;
+    let before_id = query.cursor.as_deref().map(alert_id).transpose()?;
     let source = match query.source.as_deref() {
         None => None,
         Some(token) => Some(
-            Source::from_token(token)
+            Source::ALL
+                .into_iter()
+                .find(|source| source.as_str() == token)
                 .ok_or_else(|| AppError::invalid("source: must be one of source_a .. source_i"))?
                 .as_str()
                 .to_owned(),
@@ -119,38 +129,46 @@ async fn list_alerts(
         fate: query.fate,
         since: query.since,
         until: query.until,
-        before_id: query.cursor,
+        before_id,
     };
     let mut rows = read::list(&state.db, &user.id, &filter, limit + 1).await?;
-    let next_cursor = (rows.len() as i64 > limit).then(|| rows[limit as usize - 1].id);
+    let next_cursor = (rows.len() as i64 > limit).then(|| rows[limit as usize - 1].id.to_string());
     rows.truncate(limit as usize);
-    Ok(Json(AlertList {
-        alerts: rows.into_iter().map(AlertView::from).collect(),
+    Ok(Json(InboxAlertList {
+        alerts: rows.into_iter().map(InboxAlert::from).collect(),
         next_cursor,
     }))
 }
 
 /// One of the caller's alerts, with the payload its source sent.
 #[utoipa::path(get, path = "/api/alerts/{alert_id}", operation_id = "getAlert", tag = "alerts",
-    params(("alert_id" = i64, Path)), security(("user_id" = []), ("session_cookie" = [])),
-    responses((status = 200, body = AlertDetail), (status = 400, description = "the id is not an integer", body = ErrorBody),
+    params(("alert_id" = String, Path, pattern = "^[0-9]{1,18}$")), security(("user_id" = []), ("session_cookie" = [])),
+    responses((status = 200, body = InboxAlertDetail), (status = 400, description = "the id is not an integer", body = ErrorBody),
         (status = 401, description = "no identity", body = ErrorBody),
         (status = 404, description = "not found or not the caller's", body = ErrorBody)))]
 async fn get_alert(
     State(state): State<AppState>,
     user: AuthUser,
-    Path(id): Path<i64>,
-) -> Result<Json<AlertDetail>, AppError> {
-    let (row, payload) = read::find(&state.db, &user.id, id)
+    Path(id): Path<String>,
+) -> Result<Json<InboxAlertDetail>, AppError> {
+    let (row, payload) = read::find(&state.db, &user.id, alert_id(&id)?)
         .await?
         .ok_or_else(|| AppError::NotFound("alert not found".into()))?;
-    Ok(Json(AlertDetail {
-        alert: AlertView::from(row),
+    Ok(Json(InboxAlertDetail {
+        alert: InboxAlert::from(row),
         raw_payload: payload.and_then(|text| serde_json::from_str(&text).ok()),
     }))
 }
 
-impl From<InboxRow> for AlertView {
+/// An alert id: the digits of a delivery's id.
+fn alert_id(raw: &str) -> Result<i64, AppError> {
+    raw.parse::<i64>()
+        .ok()
+        .filter(|id| *id >= 0 && raw.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| AppError::invalid("alert id: must be the digits of an alert's id"))
+}
+
+impl From<InboxRow> for InboxAlert {
     fn from(row: InboxRow) -> Self {
         Self {
             url: format!("/api/alerts/{}", row.id),
@@ -165,6 +183,7 @@ impl From<InboxRow> for AlertView {
             incident_id: row.incident_id,
             score: row.score,
             silence_ids: row.silence_ids,
+            redelivery_of: row.redelivery_of,
         }
     }
 }

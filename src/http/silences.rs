@@ -120,7 +120,8 @@ pub struct SilenceList {
 #[serde(deny_unknown_fields)]
 pub struct SilenceListQuery {
     /// 1 to 100 (default 100).
-    limit: Option<i64>,
+    #[param(pattern = "^(100|[1-9][0-9]?)$")]
+    limit: Option<String>,
     /// The previous page's `nextCursor`.
     cursor: Option<Uuid>,
 }
@@ -165,7 +166,7 @@ async fn list_silences(
     user: AuthUser,
     Query(query): Query<SilenceListQuery>,
 ) -> Result<Json<SilenceList>, AppError> {
-    let limit = page_limit(query.limit, 100)?;
+    let limit = page_limit(query.limit.as_deref(), 100, 100)?;
     let before = match query.cursor {
         None => None,
         Some(cursor) => {
@@ -228,13 +229,16 @@ async fn owned(state: &AppState, user: &AuthUser, id: Uuid) -> Result<SilenceVie
     Ok(view(row, Utc::now()))
 }
 
-/// A page size of 1 to `max`, `max` when not given.
-pub(super) fn page_limit(limit: Option<i64>, max: i64) -> Result<i64, AppError> {
-    match limit {
-        None => Ok(max),
-        Some(n) if (1..=max).contains(&n) => Ok(n),
-        Some(_) => Err(AppError::invalid(format!("limit: must be 1 to {max}"))),
-    }
+/// A page size of 1 to `max` given as digits, `default` when not given.
+pub(super) fn page_limit(limit: Option<&str>, default: i64, max: i64) -> Result<i64, AppError> {
+    let Some(limit) = limit else {
+        return Ok(default);
+    };
+    limit
+        .parse::<i64>()
+        .ok()
+        .filter(|n| (1..=max).contains(n) && limit.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| AppError::invalid(format!("limit: must be 1 to {max}")))
 }
 
 fn invalid(error: InvalidSilence) -> AppError {

@@ -40,7 +40,7 @@ use vigil_aggregates::{
         Match, NewAlert,
     },
     incident::{Correlation, Incident, IncidentCommand, IncidentError},
-    received_alert::{AlertSummary, ReceivedAlert, ReceivedAlertCommand, ReceivedAlertError},
+    received_alert::{AlertFate, AlertSummary, ReceivedAlert, ReceivedAlertCommand, ReceivedAlertError},
 };
 use vigil_projections::{
     incidents::{CandidateRow, IncidentsReadModel, RowWrites, UserCandidateRow},
@@ -369,11 +369,14 @@ impl Placer {
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
         // The first item of each delivery not recorded before places it (with the id reserved
         // for it); later copies in the batch and earlier deliveries only report where it went.
-        let mut claimed = HashSet::new();
+        let mut claimed: HashMap<&Delivery, i64> = HashMap::new();
         let fresh: Vec<Option<i64>> = deliveries
             .iter()
             .zip(&found.deliveries)
-            .map(|(delivery, row)| (!row.recorded && claimed.insert(delivery)).then_some(row.id))
+            .map(|(delivery, row)| match (row.recorded, claimed.entry(delivery)) {
+                (false, std::collections::hash_map::Entry::Vacant(first)) => Some(*first.insert(row.id)),
+                _ => None,
+            })
             .collect();
         let keyed = |incidents: &mut dyn Iterator<Item = (usize, Uuid)>, part: fn(&NormalizedAlert) -> &str| {
             incidents
@@ -429,6 +432,31 @@ impl Placer {
                     }
                 }
                 plan.tally.count(alert.source, fate);
+                // Recorded as an inbox entry of its own: one from an earlier batch under an id to
+                // be reserved, a copy within this batch under the id reserved for it and unused.
+                let redelivery = if row.recorded {
+                    Redelivery {
+                        index,
+                        entry: None,
+                        of: row.id,
+                        incident_id: row
+                            .incident_id
+                            .or(plan.adoptions.last().filter(|a| a.0 == row.id).map(|a| a.1)),
+                    }
+                } else {
+                    let of = claimed[&deliveries[index]];
+                    Redelivery {
+                        index,
+                        entry: Some(row.id),
+                        of,
+                        incident_id: plan
+                            .placements
+                            .iter()
+                            .find(|placed| placed.1 == of)
+                            .and_then(|placed| placed.2.map(|(id, _)| id)),
+                    }
+                };
+                plan.redelivered.push(redelivery);
                 continue;
             };
             let occurrence = item.occurrence();
@@ -440,6 +468,7 @@ impl Placer {
                 let fate = if incident.is_some() {
                     Fate::Resolved
                 } else {
+                    plan.recorded.push(item.record(alert_id, AlertFate::Unmatched));
                     Fate::Unmatched
                 };
                 plan.tally.count(alert.source, fate);
@@ -448,9 +477,12 @@ impl Placer {
             {
                 // A state change of an alert an open incident already holds (acknowledged, re-notified).
                 plan.tally.count(alert.source, Fate::Updated);
+                plan.recorded
+                    .push(item.record(alert_id, AlertFate::Updated { incident_id }));
                 Some((incident_id, false))
             } else if let Some(silence_ids) = silences.matching(item.user_id, alert) {
-                plan.silenced.push(item.silence(alert_id, silence_ids));
+                plan.recorded
+                    .push(item.record(alert_id, AlertFate::Silenced { silence_ids }));
                 plan.tally.count(alert.source, Fate::Silenced);
                 None
             } else {
@@ -523,7 +555,8 @@ impl Placer {
         let (streams, states) = self
             .run_commands(conn, std::mem::take(&mut plan.commands), &plan.opened)
             .await?;
-        let received = received_alert_events(std::mem::take(&mut plan.silenced))?;
+        self.record_redeliveries(conn, &items, &mut plan).await?;
+        let received = received_alert_events(std::mem::take(&mut plan.recorded))?;
         clock.lap(PlacementPhase::Decide);
         let runs: Vec<Vec<&EventEnvelope<Incident>>> = match mode {
             Mode::Fast => streams.iter().map(|(_, events)| events.iter().collect()).collect(),
@@ -725,6 +758,39 @@ impl Placer {
         Ok((streams, current))
     }
 
+    /// Records the batch's redeliveries as inbox entries, reserving ids for those received in an
+    /// earlier batch (one round trip, only when there are any).
+    async fn record_redeliveries(
+        &self,
+        conn: &mut PgConnection,
+        items: &[Item<'_>],
+        plan: &mut Plan,
+    ) -> Result<(), Abort> {
+        let wanted = plan.redelivered.iter().filter(|r| r.entry.is_none()).count();
+        let mut reserved = if wanted == 0 {
+            Vec::new()
+        } else {
+            sqlx::query_scalar::<_, i64>("SELECT nextval('source_alerts_id_seq') FROM generate_series(1, $1)")
+                .bind(wanted as i64)
+                .fetch_all(&mut *conn)
+                .await?
+        }
+        .into_iter();
+        for redelivery in std::mem::take(&mut plan.redelivered) {
+            let Some(entry) = redelivery.entry.or_else(|| reserved.next()) else {
+                return Err(Abort::Failed(PlacementError::Database(sqlx::Error::Protocol(
+                    "fewer ids reserved than redeliveries".into(),
+                ))));
+            };
+            let fate = AlertFate::Redelivered {
+                of: redelivery.of,
+                incident_id: redelivery.incident_id,
+            };
+            plan.recorded.push(items[redelivery.index].record(entry, fate));
+        }
+        Ok(())
+    }
+
     fn remember(&self, states: HashMap<Uuid, (Incident, usize)>) {
         let mut known = self.known.lock().expect("placement cache lock");
         if known.len() + states.len() > KNOWN_INCIDENTS {
@@ -820,9 +886,10 @@ impl<'a> Item<'a> {
         }
     }
 
-    fn silence(&self, source_alert_id: i64, silence_ids: Vec<Uuid>) -> (i64, ReceivedAlertCommand) {
+    /// The command recording the fate of this item, as inbox entry `source_alert_id`.
+    fn record(&self, source_alert_id: i64, fate: AlertFate) -> (i64, ReceivedAlertCommand) {
         let alert = self.alert;
-        let command = ReceivedAlertCommand::Silence {
+        let command = ReceivedAlertCommand::Record {
             user_id: self.user_id.to_owned(),
             alert: AlertSummary {
                 source_type: alert.source.as_str().to_owned(),
@@ -832,7 +899,7 @@ impl<'a> Item<'a> {
                 severity: alert.severity.clone(),
                 fired_at: alert.fired_at,
             },
-            silence_ids,
+            fate,
             at: Utc::now(),
         };
         (source_alert_id, command)
@@ -849,6 +916,18 @@ impl<'a> Item<'a> {
     }
 }
 
+/// A delivery received before, recorded as an inbox entry of its own.
+struct Redelivery {
+    index: usize,
+    /// The entry's id: reserved when the batch read its deliveries (a copy within the batch), or
+    /// to be reserved.
+    entry: Option<i64>,
+    /// The delivery it repeats.
+    of: i64,
+    /// Where that delivery went.
+    incident_id: Option<Uuid>,
+}
+
 #[derive(Default)]
 struct Plan {
     /// Commands per incident, incidents in the order first commanded.
@@ -859,8 +938,11 @@ struct Plan {
     /// Recoveries recorded before any incident held their alert (delivered ahead of its firing),
     /// delivered again now that one does: each row's id and the incident it now resolves.
     adoptions: Vec<(i64, Uuid)>,
-    /// Alerts silences matched: each opens and joins nothing, and its own stream records why.
-    silenced: Vec<(i64, ReceivedAlertCommand)>,
+    /// Fates no incident's events record (silenced, unmatched, updated, redelivered): each
+    /// entry's id, and the command recording it on the entry's own stream.
+    recorded: Vec<(i64, ReceivedAlertCommand)>,
+    /// Deliveries received before (or earlier in the batch), each to be recorded as an entry.
+    redelivered: Vec<Redelivery>,
     tally: AlertTally,
 }
 

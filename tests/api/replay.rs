@@ -131,7 +131,7 @@ async fn a_day_of_work(app: &TestApp) {
 }
 
 /// The read tables once the tails have applied everything (two readings a moment apart agree).
-async fn settled_checksums(app: &TestApp) -> Vec<TableChecksum> {
+pub(crate) async fn settled_checksums(app: &TestApp) -> Vec<TableChecksum> {
     let consumers = &app.state.events.consumers;
     let mut last = checksums(&app.db, consumers).await.unwrap();
     loop {

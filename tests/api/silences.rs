@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use crate::{
     correlation::{alert_of, alert_with_severity},
     helpers::{assert_error, eventually, spawn_app, spawn_app_without_workers, TestApp},
-    ingestion::post_alert,
+    ingestion::{fixture, post_alert},
+    replay::settled_checksums,
 };
 
 const PATH: &str = "/api/source_a/alerts";
@@ -382,7 +383,7 @@ async fn inbox_pages_stay_stable_while_alerts_keep_arriving() {
                     .iter()
                     .map(|a| a["id"].as_i64().unwrap()),
             );
-            let Some(cursor) = page["nextCursor"].as_i64() else {
+            let Some(cursor) = page["nextCursor"].as_str() else {
                 break;
             };
             tokio::task::yield_now().await;
@@ -402,5 +403,84 @@ async fn inbox_pages_stay_stable_while_alerts_keep_arriving() {
     assert!(
         before.iter().all(|id| seen.contains(id)),
         "every alert listed before the paging began is on a page"
+    );
+}
+
+#[tokio::test]
+async fn every_delivery_is_in_the_inbox_with_its_fate_and_a_replay_rebuilds_it() {
+    let app = spawn_app_without_workers().await;
+    let user = app.new_user().await.id;
+    let recovery = fixture("source_d", "resolved");
+    let early = post_alert(&app, &user, "/api/source_d/webhook", &recovery).await;
+    let early_id = early["alerts"][0]["alert_id"].as_i64().unwrap();
+    let unmatched = inbox(&app, &user, 1).await;
+    assert_eq!(unmatched[0]["fate"], "unmatched", "a recovery no incident holds");
+
+    let firing = post_alert(&app, &user, "/api/source_d/webhook", &fixture("source_d", "firing")).await;
+    let incident = firing["alerts"][0]["incident_id"].clone();
+    let again = post_alert(&app, &user, "/api/source_d/webhook", &recovery).await;
+    assert_eq!(
+        again["alerts"][0]["incident_id"], incident,
+        "delivered again, it resolves"
+    );
+
+    let triggered = fixture("source_b", "firing");
+    let opened = post_alert(&app, &user, "/api/source_b/webhook", &triggered).await;
+    let mut acknowledged = triggered.clone();
+    acknowledged["event"]["event_type"] = json!("incident.acknowledged");
+    acknowledged["event"]["data"]["status"] = json!("acknowledged");
+    post_alert(&app, &user, "/api/source_b/webhook", &acknowledged).await;
+    post_alert(&app, &user, "/api/source_b/webhook", &triggered).await;
+
+    // The early recovery, its firing, its redelivery, the paging tool's trigger, its
+    // acknowledgement and the trigger's redelivery.
+    let alerts = inbox(&app, &user, 6).await;
+    let fates: Vec<&str> = alerts.iter().map(|a| a["fate"].as_str().unwrap()).collect();
+    assert_eq!(
+        fates,
+        [
+            "deduplicated",
+            "updated",
+            "opened",
+            "deduplicated",
+            "opened",
+            "resolved"
+        ],
+        "{alerts:#?}"
+    );
+    let opened_id = opened["alerts"][0]["alert_id"].as_i64().unwrap();
+    assert_eq!(alerts[0]["redeliveryOf"], json!(opened_id));
+    assert_eq!(alerts[0]["incidentId"], opened["alerts"][0]["incident_id"]);
+    assert_eq!(
+        alerts[1]["incidentId"], opened["alerts"][0]["incident_id"],
+        "the state change stays with its incident"
+    );
+    assert_eq!(alerts[3]["redeliveryOf"], json!(early_id));
+    assert_eq!(
+        alerts[3]["incidentId"], incident,
+        "the redelivery that resolved it names the incident"
+    );
+    let resolved = &alerts[5];
+    assert_eq!(resolved["id"], json!(early_id));
+    assert_eq!(
+        resolved["incidentId"], incident,
+        "the early recovery now resolves an incident"
+    );
+    let redelivered = get(&app, &user, alerts[0]["url"].as_str().unwrap()).await;
+    assert_eq!(
+        redelivered["rawPayload"], triggered,
+        "a redelivery shows the payload it repeats"
+    );
+
+    let live = settled_checksums(&app).await;
+    app.state.events.replay(&app.db, None).await.unwrap();
+    let replayed = vigil_projections::checksums(&app.db, &app.state.events.consumers)
+        .await
+        .unwrap();
+    assert_eq!(replayed, live);
+    assert_eq!(
+        inbox(&app, &user, 6).await,
+        alerts,
+        "the replayed inbox is the live one"
     );
 }
