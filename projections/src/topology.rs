@@ -258,17 +258,7 @@ async fn fill_owners(conn: &mut PgConnection, rows: &mut [Row]) -> Result<(), Pr
     if wanted.is_empty() {
         return Ok(());
     }
-    let owners: HashMap<String, String> = sqlx::query_as::<_, (String, Option<String>)>(
-        "SELECT aggregate_id, payload->'IncidentOpened'->>'user_id' FROM events
-         WHERE aggregate_type = $1 AND aggregate_id = ANY($2) AND sequence = 1",
-    )
-    .bind(Incident::TYPE)
-    .bind(&wanted)
-    .fetch_all(&mut *conn)
-    .await?
-    .into_iter()
-    .filter_map(|(id, owner)| Some((id, owner?)))
-    .collect();
+    let owners = crate::incidents::owners(conn, &wanted).await?;
     for row in rows.iter_mut().filter(|row| row.user_id.is_none()) {
         row.user_id = owners.get(&row.incident_id).cloned();
     }

@@ -627,7 +627,7 @@ impl Placer {
             outcomes[item.notification].push(outcome);
         }
         plan.tally
-            .appended(streams.iter().map(|(_, events)| events.len()).sum::<usize>() + received.len());
+            .appended(streams.iter().map(|(_, events)| events.len()).sum(), received.len());
         Ok(Placed {
             received_alerts: !received.is_empty(),
             outcomes,

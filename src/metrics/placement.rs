@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use cqrs_es::Aggregate;
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
-use vigil_aggregates::{correlation::Strategy, incident::Incident};
+use vigil_aggregates::{correlation::Strategy, incident::Incident, received_alert::ReceivedAlert};
 
 use super::registered;
 use crate::event_store::EventMetrics;
@@ -28,6 +28,7 @@ pub struct PlacementMetrics {
     correlated: [IntCounter; STRATEGIES.len()],
     scores: [Histogram; STRATEGIES.len()],
     events_appended: IntCounter,
+    received_events_appended: IntCounter,
 }
 
 /// The steps of a batch, in order (the `phase` label). A batch on the fast path has no
@@ -138,6 +139,7 @@ impl PlacementMetrics {
             correlated: STRATEGIES.map(|strategy| correlated.with_label_values(&[strategy.as_str()])),
             scores: STRATEGIES.map(|strategy| scores.with_label_values(&[strategy.as_str()])),
             events_appended: events.appended(Incident::TYPE),
+            received_events_appended: events.appended(ReceivedAlert::TYPE),
         }
     }
 
@@ -163,6 +165,7 @@ impl PlacementMetrics {
             self.scores[index].observe(score);
         }
         self.events_appended.inc_by(tally.events);
+        self.received_events_appended.inc_by(tally.received_events);
     }
 
     /// Counts the alerts of a notification placement refused (its batch failed).
@@ -240,6 +243,7 @@ pub struct AlertTally {
     /// Each correlation's strategy and score (empty, so unallocated, for a batch without one).
     correlations: Vec<(Strategy, f64)>,
     events: u64,
+    received_events: u64,
 }
 
 impl AlertTally {
@@ -252,9 +256,10 @@ impl AlertTally {
         self.correlations.push((strategy, score));
     }
 
-    /// The events the batch appends.
-    pub fn appended(&mut self, events: usize) {
-        self.events += events as u64;
+    /// The events the batch appends: to incidents, and to received alerts' streams.
+    pub fn appended(&mut self, incident_events: usize, received_events: usize) {
+        self.events += incident_events as u64;
+        self.received_events += received_events as u64;
     }
 }
 

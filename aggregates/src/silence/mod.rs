@@ -242,13 +242,9 @@ pub enum SilenceError {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Silence {
-    silence_id: Option<Uuid>,
     user_id: Option<String>,
     definition: Option<SilenceDefinition>,
-    created_by: Option<String>,
-    created_at: Option<DateTime<Utc>>,
-    expired_by: Option<String>,
-    expired_at: Option<DateTime<Utc>>,
+    expired: bool,
 }
 
 impl Silence {
@@ -282,7 +278,7 @@ impl Silence {
                     return Err(SilenceError::NotFound);
                 };
                 // DELETE is idempotent, and a schedule already over has nothing left to end.
-                if self.expired_at.is_some() || definition.schedule.state(at) == ScheduleState::Expired {
+                if self.expired || definition.schedule.state(at) == ScheduleState::Expired {
                     return Ok(Vec::new());
                 }
                 Ok(vec![SilenceEvent::SilenceExpired { expired_by, at }])
@@ -295,43 +291,6 @@ impl Silence {
         self.definition
             .as_ref()
             .filter(|_| self.user_id.as_deref() == Some(user_id))
-    }
-
-    pub fn silence_id(&self) -> Option<Uuid> {
-        self.silence_id
-    }
-
-    pub fn user_id(&self) -> Option<&str> {
-        self.user_id.as_deref()
-    }
-
-    pub fn definition(&self) -> Option<&SilenceDefinition> {
-        self.definition.as_ref()
-    }
-
-    pub fn created_by(&self) -> Option<&str> {
-        self.created_by.as_deref()
-    }
-
-    pub fn created_at(&self) -> Option<DateTime<Utc>> {
-        self.created_at
-    }
-
-    pub fn expired_by(&self) -> Option<&str> {
-        self.expired_by.as_deref()
-    }
-
-    pub fn expired_at(&self) -> Option<DateTime<Utc>> {
-        self.expired_at
-    }
-
-    /// Its state at `at`, counting an expiry by command; `None` before it is created.
-    pub fn state(&self, at: DateTime<Utc>) -> Option<ScheduleState> {
-        let definition = self.definition.as_ref()?;
-        if self.expired_at.is_some_and(|expired_at| at >= expired_at) {
-            return Some(ScheduleState::Expired);
-        }
-        Some(definition.schedule.state(at))
     }
 }
 
@@ -357,22 +316,12 @@ impl Aggregate for Silence {
     fn apply(&mut self, event: Self::Event) {
         match event {
             SilenceEvent::SilenceCreated {
-                silence_id,
-                user_id,
-                definition,
-                created_by,
-                at,
+                user_id, definition, ..
             } => {
-                self.silence_id = Some(silence_id);
                 self.user_id = Some(user_id);
                 self.definition = Some(definition);
-                self.created_by = Some(created_by);
-                self.created_at = Some(at);
             }
-            SilenceEvent::SilenceExpired { expired_by, at } => {
-                self.expired_by = Some(expired_by);
-                self.expired_at = Some(at);
-            }
+            SilenceEvent::SilenceExpired { .. } => self.expired = true,
         }
     }
 }

@@ -412,16 +412,3 @@ fn expiring_is_idempotent_and_only_for_its_owner() {
     when(vec![created()], expire("intruder", during)).then_expect_error(SilenceError::NotFound);
     when(vec![], expire("owner", during)).then_expect_error(SilenceError::NotFound);
 }
-
-#[test]
-fn the_aggregate_reports_its_state_counting_an_expiry() {
-    let mut silence = Silence::default();
-    assert_eq!(silence.state(utc(2026, 11, 20, 15, 0)), None);
-    silence.apply(created());
-    silence.apply(expired(utc(2026, 11, 20, 15, 0)));
-    assert_eq!(silence.user_id(), Some("owner"));
-    assert_eq!(silence.silence_id(), Some(ID));
-    assert_eq!(silence.state(utc(2026, 11, 20, 14, 30)), Some(ScheduleState::Active));
-    assert_eq!(silence.state(utc(2026, 11, 20, 15, 0)), Some(ScheduleState::Expired));
-    assert_eq!(silence.expired_by(), Some("bob@example.com"));
-}

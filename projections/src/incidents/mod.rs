@@ -5,7 +5,7 @@ mod changes;
 mod folded;
 mod queries;
 
-use std::sync::LazyLock;
+use std::{collections::HashMap, sync::LazyLock};
 
 use chrono::{DateTime, Utc};
 use cqrs_es::EventEnvelope;
@@ -30,7 +30,7 @@ impl ReadModel<Incident> for IncidentsReadModel {
         &self,
         conn: &mut PgConnection,
         aggregate_ids: &[&str],
-    ) -> Result<std::collections::HashMap<String, i64>, ProjectionError> {
+    ) -> Result<HashMap<String, i64>, ProjectionError> {
         crate::projector::versions_by_uuid(
             conn,
             "SELECT wanted.id, found.version FROM unnest($1::uuid[]) AS wanted(id)
@@ -627,3 +627,23 @@ const ROW_WRITES: &str = "opened AS (
         WHERE incidents.id = u.id
         RETURNING incidents.id
     )";
+
+/// The owner of each of `incident_ids`, from the event that opened it (what a consumer of an
+/// incident's later events, which do not name the user, needs when the read row may lag).
+pub(crate) async fn owners<S: AsRef<str> + Sync>(
+    conn: &mut PgConnection,
+    incident_ids: &[S],
+) -> Result<HashMap<String, String>, ProjectionError> {
+    let ids: Vec<&str> = incident_ids.iter().map(AsRef::as_ref).collect();
+    Ok(sqlx::query_as::<_, (String, Option<String>)>(
+        "SELECT aggregate_id, payload->'IncidentOpened'->>'user_id' FROM events
+         WHERE aggregate_type = $1 AND aggregate_id = ANY($2) AND sequence = 1",
+    )
+    .bind(<Incident as cqrs_es::Aggregate>::TYPE)
+    .bind(&ids)
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .filter_map(|(id, owner)| Some((id, owner?)))
+    .collect())
+}
