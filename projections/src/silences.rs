@@ -103,22 +103,23 @@ pub async fn find(db: impl sqlx::PgExecutor<'_>, user_id: &str, id: Uuid) -> sql
     .await
 }
 
-/// `user_id`'s silences, newest first: those created before `before` (a `(created_at, id)`
-/// cursor), at most `limit`.
+/// `user_id`'s silences, newest first: those after silence `after` when given (none when it is
+/// not one of theirs), at most `limit`.
 pub async fn list(
     db: impl sqlx::PgExecutor<'_>,
     user_id: &str,
-    before: Option<(DateTime<Utc>, Uuid)>,
+    after: Option<Uuid>,
     limit: i64,
 ) -> sqlx::Result<Vec<SilenceRow>> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM silences
-         WHERE user_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
-         ORDER BY created_at DESC, id DESC LIMIT $4"
+         WHERE user_id = $1
+           AND ($2::uuid IS NULL
+                OR (created_at, id) < (SELECT c.created_at, c.id FROM silences c WHERE c.id = $2 AND c.user_id = $1))
+         ORDER BY created_at DESC, id DESC LIMIT $3"
     ))
     .bind(user_id)
-    .bind(before.map(|b| b.0))
-    .bind(before.map(|b| b.1))
+    .bind(after)
     .bind(limit)
     .fetch_all(db)
     .await

@@ -122,7 +122,7 @@ pub struct SilenceListQuery {
     /// 1 to 100 (default 100).
     #[param(pattern = "^(100|[1-9][0-9]?)$")]
     limit: Option<String>,
-    /// The previous page's `nextCursor`.
+    /// The previous page's `nextCursor` (another value gives an empty page).
     cursor: Option<Uuid>,
 }
 
@@ -167,16 +167,7 @@ async fn list_silences(
     Query(query): Query<SilenceListQuery>,
 ) -> Result<Json<SilenceList>, AppError> {
     let limit = page_limit(query.limit.as_deref(), 100, 100)?;
-    let before = match query.cursor {
-        None => None,
-        Some(cursor) => {
-            let row = read::find(&state.db, &user.id, cursor)
-                .await?
-                .ok_or_else(|| AppError::invalid("cursor: not a silence of this list"))?;
-            Some((row.created_at, row.id))
-        }
-    };
-    let rows = read::list(&state.db, &user.id, before, limit + 1).await?;
+    let rows = read::list(&state.db, &user.id, query.cursor, limit + 1).await?;
     let next_cursor = (rows.len() as i64 > limit).then(|| rows[limit as usize - 1].id);
     let now = Utc::now();
     let silences = rows

@@ -275,6 +275,15 @@ async fn a_weekly_maintenance_window_silences_only_inside_its_hours() {
         .map(|s| s["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, [now.as_str(), later.as_str()], "newest first");
+    let first = get(&app, &user, "/api/silences?limit=1").await;
+    assert_eq!(first["silences"][0]["id"], json!(now));
+    let cursor = first["nextCursor"].as_str().unwrap();
+    let second = get(&app, &user, &format!("/api/silences?limit=1&cursor={cursor}")).await;
+    assert_eq!(second["silences"][0]["id"], json!(later));
+    assert_eq!(second["nextCursor"], Value::Null, "the last page");
+    let stranger = app.new_user().await.id;
+    let theirs = get(&app, &stranger, &format!("/api/silences?cursor={cursor}")).await;
+    assert_eq!(theirs["silences"], json!([]), "another user's cursor pages nothing");
 }
 
 #[tokio::test]
