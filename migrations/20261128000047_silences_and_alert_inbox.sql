@@ -1,7 +1,7 @@
 -- Silences and maintenance windows (issue 30), projected from the Silence aggregate. A silence
 -- never changes once created; it is only expired, which keeps it in history. `ends_at` is null
--- for a weekly window that recurs until expired; ingestion reads the ids of the silences that
--- may apply (not expired, not ended) and keeps their compiled matchers in memory.
+-- for a weekly window that recurs until expired; ingestion keeps each user's silences that may
+-- apply (not expired, not ended) compiled in memory.
 CREATE TABLE silences
 (
     id          uuid PRIMARY KEY,
@@ -17,6 +17,15 @@ CREATE TABLE silences
 );
 CREATE INDEX silences_by_user ON silences (user_id, created_at DESC, id DESC);
 CREATE INDEX silences_in_force ON silences (user_id) WHERE expired_at IS NULL;
+
+-- How many times each user's silences changed (created or expired), also projected: placement
+-- reads this one number per user with every batch and reads the silences themselves only when it
+-- moved, so that 100 silences cost a batch no more than none.
+CREATE TABLE silence_generations
+(
+    user_id    varchar(255) PRIMARY KEY,
+    generation bigint       NOT NULL
+);
 
 -- The alert inbox: every alert received, with what became of it, newest first. Projected from
 -- the incidents' events (opened, joined, resolved) and the received alerts' own events

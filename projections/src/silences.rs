@@ -15,7 +15,7 @@ pub struct SilencesReadModel;
 
 impl ReadModel<Silence> for SilencesReadModel {
     const NAME: &'static str = "silences";
-    const TABLES: &'static [&'static str] = &["silences"];
+    const TABLES: &'static [&'static str] = &["silences", "silence_generations"];
 
     async fn versions(
         &self,
@@ -54,7 +54,7 @@ impl ReadModel<Silence> for SilencesReadModel {
                 .bind(starts_at)
                 .bind(ends_at)
                 .bind(version)
-                .execute(conn)
+                .execute(&mut *conn)
                 .await?;
             }
             SilenceEvent::SilenceExpired { expired_by, at } => {
@@ -63,10 +63,20 @@ impl ReadModel<Silence> for SilencesReadModel {
                     .bind(at)
                     .bind(expired_by)
                     .bind(version)
-                    .execute(conn)
+                    .execute(&mut *conn)
                     .await?;
             }
         }
+        // The projector applies an event once (it skips what the read row's version shows), so
+        // the count is of events, and a replay counts the same.
+        sqlx::query(
+            "INSERT INTO silence_generations (user_id, generation)
+             SELECT user_id, 1 FROM silences WHERE id = $1::uuid
+             ON CONFLICT (user_id) DO UPDATE SET generation = silence_generations.generation + 1",
+        )
+        .bind(&event.aggregate_id)
+        .execute(conn)
+        .await?;
         Ok(())
     }
 }
@@ -125,13 +135,19 @@ pub async fn list(
     .await
 }
 
-/// The definitions of silences `ids` (ingestion compiles each once).
-pub async fn definitions(
+/// `user_id`'s silences that may still apply (not expired, not ended), with the generation they
+/// are of (0 when the user never had one): ingestion compiles them.
+pub async fn in_force(
     db: impl sqlx::PgExecutor<'_>,
-    ids: &[Uuid],
-) -> sqlx::Result<Vec<(Uuid, Json<SilenceDefinition>)>> {
-    sqlx::query_as("SELECT id, definition FROM silences WHERE id = ANY($1)")
-        .bind(ids)
-        .fetch_all(db)
-        .await
+    user_id: &str,
+) -> sqlx::Result<(i64, Vec<(Uuid, SilenceDefinition)>)> {
+    let (generation, silences): (i64, Json<Vec<(Uuid, SilenceDefinition)>>) = sqlx::query_as(
+        "SELECT COALESCE((SELECT generation FROM silence_generations WHERE user_id = $1), 0),
+                (SELECT COALESCE(json_agg(json_build_array(id, definition)), '[]') FROM silences
+                 WHERE user_id = $1 AND expired_at IS NULL AND (ends_at IS NULL OR ends_at > now()))",
+    )
+    .bind(user_id)
+    .fetch_one(db)
+    .await?;
+    Ok((generation, silences.0))
 }

@@ -43,6 +43,7 @@ use vigil_aggregates::{
     received_alert::{AlertFate, AlertSummary, ReceivedAlert, ReceivedAlertCommand, ReceivedAlertError},
 };
 use vigil_projections::{
+    alert_inbox::{Entry, InboxWrites},
     incidents::{CandidateRow, IncidentsReadModel, RowWrites, UserCandidateRow},
     AppendAnnouncer, ProjectionError, Projector, StoredEvent,
 };
@@ -576,14 +577,15 @@ impl Placer {
         if mode == Mode::Fast && !(rest.is_empty() && rows_follow_reads()) {
             return Err(Abort::NeedsCare);
         }
+        let inbox = inbox_entries(&items, &plan, &streams, &received, &states);
         write_batch(
             conn,
             &items,
-            &plan.placements,
-            &plan.adoptions,
+            &plan,
             &EventRow::all(&streams, &received)?,
             &found.cursors,
             &rows,
+            &inbox,
         )
         .await?;
         clock.lap(PlacementPhase::Record);
@@ -1119,8 +1121,8 @@ struct Found {
     candidates: Vec<UserCandidateRow>,
     /// Each user's `ingestion_cursors.placed` as read (0 for a user never placed).
     cursors: Vec<(String, i64)>,
-    /// `(user, silence id)` of the silences in force (not expired, started, not ended).
-    silences: Vec<(String, Uuid)>,
+    /// `(user, silence generation)` of the users who have or had silences.
+    silences: Vec<(String, i64)>,
 }
 
 impl Found {
@@ -1178,7 +1180,7 @@ async fn look_up(
         Json<Vec<(usize, Uuid, Option<i64>)>>,
         Json<Vec<UserCandidateRow>>,
         Json<Vec<(String, i64)>>,
-        Json<Vec<(String, Uuid)>>,
+        Json<Vec<(String, i64)>>,
     );
     let users: Vec<&str> = items
         .iter()
@@ -1276,9 +1278,8 @@ async fn look_up(
              (SELECT COALESCE(json_agg(json_build_array(u.user_id, COALESCE(c.placed, 0))), '[]')
               FROM unnest($13::text[]) AS u(user_id)
               LEFT JOIN ingestion_cursors c ON c.user_id = u.user_id),
-             (SELECT COALESCE(json_agg(json_build_array(s.user_id, s.id)), '[]') FROM silences s
-              WHERE s.user_id = ANY($13) AND s.expired_at IS NULL AND s.starts_at <= now()
-                AND (s.ends_at IS NULL OR s.ends_at > now()))",
+             (SELECT COALESCE(json_agg(json_build_array(g.user_id, g.generation)), '[]')
+              FROM silence_generations g WHERE g.user_id = ANY($13))",
     )
     .bind(items.iter().map(|item| item.user_id).collect::<Vec<_>>())
     .bind(items.iter().map(|item| item.alert.source.as_str()).collect::<Vec<_>>())
@@ -1354,6 +1355,46 @@ impl<'a> EventRow<'a> {
     }
 }
 
+/// The inbox entries of the batch's events, written with them (each event marked `projected`
+/// is projected there). A recovery written with its delivery is described from the alert itself.
+fn inbox_entries(
+    items: &[Item<'_>],
+    plan: &Plan,
+    streams: &[(String, Vec<EventEnvelope<Incident>>)],
+    received: &[EventEnvelope<ReceivedAlert>],
+    states: &HashMap<Uuid, (Incident, usize)>,
+) -> InboxWrites {
+    let mut inbox = InboxWrites::default();
+    for (aggregate_id, events) in streams {
+        let Ok(incident_id) = Uuid::parse_str(aggregate_id) else {
+            continue;
+        };
+        let owner = states.get(&incident_id).map(|(incident, _)| incident.user_id());
+        for event in events {
+            inbox.extend(Entry::of_incident_event(incident_id, owner, &event.payload));
+        }
+    }
+    for event in received {
+        inbox.push(Entry::of_received_event(&event.payload));
+    }
+    let placed: HashMap<i64, &NormalizedAlert> = plan
+        .placements
+        .iter()
+        .map(|&(index, alert_id, _)| (alert_id, items[index].alert))
+        .collect();
+    for entry in inbox.entries_mut() {
+        if let Some(alert) = placed.get(&entry.id()) {
+            entry.describe(
+                &alert.title,
+                alert.service.as_deref(),
+                alert.severity.as_deref(),
+                alert.fired_at,
+            );
+        }
+    }
+    inbox
+}
+
 /// The events recording the batch's silenced alerts, each the first of its alert's own stream.
 fn received_alert_events(
     commands: Vec<(i64, ReceivedAlertCommand)>,
@@ -1385,12 +1426,13 @@ fn received_alert_events(
 async fn write_batch(
     conn: &mut PgConnection,
     items: &[Item<'_>],
-    placements: &[Placement],
-    adoptions: &[(i64, Uuid)],
+    plan: &Plan,
     events: &[EventRow<'_>],
     cursors: &[(String, i64)],
     rows: &RowWrites<'_>,
+    inbox: &InboxWrites,
 ) -> Result<(), Abort> {
+    let (placements, adoptions) = (&plan.placements, &plan.adoptions);
     static STATEMENT: LazyLock<String> = LazyLock::new(|| {
         format!(
             "WITH bumped AS (
@@ -1424,7 +1466,7 @@ async fn write_batch(
                  FROM unnest($31::bigint[], $32::uuid[]) AS a(id, incident_id)
                  WHERE s.id = a.id AND s.incident_id IS NULL
                  RETURNING 1
-             ), {rows}
+             ), {rows}, {inbox}
              SELECT CASE
                  WHEN (SELECT count(*) FROM bumped) <> cardinality($28::text[])
                      THEN placement_conflict('alerts of these users were placed since the batch read them')
@@ -1433,7 +1475,8 @@ async fn write_batch(
                  WHEN (SELECT count(*) FROM joined) <> $30
                      THEN placement_conflict('an incident''s read row was written since the batch read it')
              END",
-            rows = RowWrites::ctes(33)
+            rows = RowWrites::ctes(33),
+            inbox = InboxWrites::cte(33 + RowWrites::PARAMETERS)
         )
     });
     if events.is_empty() && placements.is_empty() && adoptions.is_empty() {
@@ -1502,7 +1545,7 @@ async fn write_batch(
                 .map(|&(_, incident_id)| incident_id)
                 .collect::<Vec<_>>(),
         );
-    match rows.bind(query).execute(conn).await {
+    match inbox.bind(rows.bind(query)).execute(conn).await {
         Ok(_) => Ok(()),
         Err(sqlx::Error::Database(error))
             if error.is_unique_violation() || error.code().as_deref() == Some(SERIALIZATION_FAILURE) =>

@@ -1,7 +1,7 @@
-//! The silences placement applies, compiled once each and kept in memory: a silence never
-//! changes once created (it is only expired), so its id names its matchers for good. Which
-//! silences are in force is read with every batch (placement's lookup), so a new or expired one
-//! applies to the next batch of any instance.
+//! The silences placement applies, kept in memory per user, compiled. Placement's lookup reads
+//! each user's silence generation (how many times their silences changed) with every batch, and
+//! a user's silences are read and compiled again only when it moved: a new or expired silence
+//! applies from the next batch of any instance, and 100 silences cost a batch one number.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -13,66 +13,75 @@ use vigil_aggregates::silence::{AlertFacts, CompiledSilence};
 
 use super::parsers::NormalizedAlert;
 
-/// Compiled silences kept at most before the cache starts over.
-const MAX_SILENCES: usize = 100_000;
+/// Users whose silences are kept at most before the cache starts over.
+const MAX_USERS: usize = 50_000;
 
+/// Each user's silences that may apply, compiled, with the generation they are of.
 #[derive(Default)]
 pub struct SilenceCache {
-    compiled: DashMap<Uuid, Arc<CompiledSilence>>,
+    by_user: DashMap<String, (i64, Arc<[CompiledSilence]>)>,
 }
 
-/// The silences in force for each user of a batch, at the batch's time.
+/// The silences in force for each user of a batch, at the batch's time: each user's kept
+/// silences and which of them are active then.
 #[derive(Default)]
-pub struct InForce {
-    by_user: HashMap<String, Vec<Arc<CompiledSilence>>>,
+pub struct InForce<'a> {
+    by_user: HashMap<&'a str, (Arc<[CompiledSilence]>, Vec<usize>)>,
 }
 
 impl SilenceCache {
-    /// The silences `in_force` names (`(user, silence id)`, from placement's lookup) that are
-    /// active at `at` (a weekly window between its slots is not), compiling those not met before
-    /// (one round trip when there are any).
-    pub async fn in_force(
+    /// The silences of the users `generations` names (`(user, generation)`, from placement's
+    /// lookup; a user without silences is not named), read and compiled again for a user whose
+    /// generation moved since they were kept (one round trip per such user).
+    pub async fn in_force<'a>(
         &self,
         conn: &mut PgConnection,
-        in_force: &[(String, Uuid)],
+        generations: &'a [(String, i64)],
         at: DateTime<Utc>,
-    ) -> sqlx::Result<InForce> {
-        if in_force.is_empty() {
-            return Ok(InForce::default());
-        }
-        let missing: Vec<Uuid> = in_force
-            .iter()
-            .map(|&(_, id)| id)
-            .filter(|id| !self.compiled.contains_key(id))
-            .collect();
-        if !missing.is_empty() {
-            if self.compiled.len() + missing.len() > MAX_SILENCES {
-                self.compiled.clear();
-            }
-            for (id, definition) in vigil_projections::silences::definitions(&mut *conn, &missing).await? {
-                match definition.0.compile(id) {
-                    Ok(silence) => {
-                        self.compiled.insert(id, Arc::new(silence));
+    ) -> sqlx::Result<InForce<'a>> {
+        let mut by_user = HashMap::new();
+        for (user_id, generation) in generations {
+            let kept = self
+                .by_user
+                .get(user_id)
+                .filter(|entry| entry.0 == *generation)
+                .map(|entry| entry.1.clone());
+            let silences = match kept {
+                Some(silences) => silences,
+                None => {
+                    let (generation, definitions) = vigil_projections::silences::in_force(&mut *conn, user_id).await?;
+                    let silences: Arc<[CompiledSilence]> = definitions
+                        .into_iter()
+                        .filter_map(|(id, definition)| match definition.compile(id) {
+                            Ok(silence) => Some(silence),
+                            // Validated when created: only a rule made stricter since can refuse it.
+                            Err(error) => {
+                                tracing::warn!(silence_id = %id, %error, "a stored silence does not compile");
+                                None
+                            }
+                        })
+                        .collect();
+                    if self.by_user.len() >= MAX_USERS {
+                        self.by_user.clear();
                     }
-                    // Validated when created: only a rule made stricter since can refuse it.
-                    Err(error) => tracing::warn!(silence_id = %id, %error, "a stored silence does not compile"),
+                    self.by_user.insert(user_id.clone(), (generation, silences.clone()));
+                    silences
                 }
-            }
-        }
-        let mut by_user: HashMap<String, Vec<Arc<CompiledSilence>>> = HashMap::new();
-        for (user_id, id) in in_force {
-            if let Some(silence) = self.compiled.get(id).filter(|s| s.is_active(at)) {
-                by_user.entry(user_id.clone()).or_default().push(silence.clone());
+            };
+            let active: Vec<usize> = (0..silences.len()).filter(|&i| silences[i].is_active(at)).collect();
+            if !active.is_empty() {
+                by_user.insert(user_id.as_str(), (silences, active));
             }
         }
         Ok(InForce { by_user })
     }
 }
 
-impl InForce {
-    /// The ids of `user_id`'s silences that match `alert`, in id order; `None` when none does.
+impl InForce<'_> {
+    /// The ids of `user_id`'s silences active at the batch's time that match `alert`, in id
+    /// order; `None` when none does.
     pub fn matching(&self, user_id: &str, alert: &NormalizedAlert) -> Option<Vec<Uuid>> {
-        let silences = self.by_user.get(user_id)?;
+        let (silences, active) = self.by_user.get(user_id)?;
         let facts = AlertFacts {
             source: alert.source.as_str(),
             service: alert.service.as_deref(),
@@ -81,8 +90,9 @@ impl InForce {
             title: &alert.title,
             labels: &alert.labels,
         };
-        let mut ids: Vec<Uuid> = silences
+        let mut ids: Vec<Uuid> = active
             .iter()
+            .map(|&i| &silences[i])
             .filter(|silence| silence.matches(&facts))
             .map(|silence| silence.id)
             .collect();

@@ -478,6 +478,9 @@ impl<'a> RowWrites<'a> {
         self.joined.len()
     }
 
+    /// How many parameters [`RowWrites::bind`] binds.
+    pub const PARAMETERS: usize = 36;
+
     /// Two common table expressions: `opened` inserts the new incidents' rows, `joined` updates
     /// the existing ones and returns their ids. Their parameters are numbered from `$first`, in
     /// the order [`RowWrites::bind`] binds them.
@@ -485,7 +488,7 @@ impl<'a> RowWrites<'a> {
         crate::renumbered(ROW_WRITES, first - 1)
     }
 
-    /// Binds the 36 parameters of [`RowWrites::ctes`], after those bound before.
+    /// Binds the [`RowWrites::PARAMETERS`] parameters of [`RowWrites::ctes`], after those bound before.
     pub fn bind<'q>(
         &'q self,
         query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
