@@ -35,7 +35,7 @@ CREATE TABLE silence_generations
 -- unmatched, then resolving an incident when delivered again), whichever is applied first.
 CREATE TABLE alert_inbox
 (
-    id          bigint PRIMARY KEY,
+    id          bigint       NOT NULL,
     recorded_by varchar(10)  NOT NULL,
     user_id     varchar(255) NOT NULL,
     source_type varchar(20)  NOT NULL,
@@ -48,6 +48,8 @@ CREATE TABLE alert_inbox
     incident_id uuid,
     score       double precision,
     silence_ids uuid[],
-    redelivery_of bigint
+    redelivery_of bigint,
+    -- Ids are unique on their own (one sequence); keyed by user first, the one index serves the
+    -- pages of a user's inbox too, and each alert placed writes one index entry, not two.
+    PRIMARY KEY (user_id, id)
 );
-CREATE INDEX alert_inbox_by_user ON alert_inbox (user_id, id DESC);

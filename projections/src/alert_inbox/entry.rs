@@ -206,7 +206,7 @@ const UPSERT: &str = "INSERT INTO alert_inbox AS i (id, recorded_by, user_id, so
          AS r(id, recorded_by, user_id, source_type, title, service, severity, fired_at, received_at, fate,
               incident_id, score, silence_ids, redelivery_of)
      LEFT JOIN source_alerts d ON r.fate = 'resolved' AND d.id = r.id
-     ON CONFLICT (id) DO UPDATE SET
+     ON CONFLICT (user_id, id) DO UPDATE SET
          incident_id = EXCLUDED.incident_id, recorded_by = EXCLUDED.recorded_by,
          user_id = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.user_id ELSE i.user_id END,
          source_type = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.source_type ELSE i.source_type END,
