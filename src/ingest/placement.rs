@@ -832,7 +832,7 @@ enum Mode {
 /// of them (counted once it is committed).
 struct Placed {
     outcomes: Vec<Vec<IngestedAlert>>,
-    /// Whether it recorded received alerts' events (silenced alerts).
+    /// Whether it appended received alerts' events (fates no incident's event records).
     received_alerts: bool,
     states: HashMap<Uuid, (Incident, usize)>,
     alerts: usize,
@@ -1395,7 +1395,8 @@ fn inbox_entries(
     inbox
 }
 
-/// The events recording the batch's silenced alerts, each the first of its alert's own stream.
+/// The events recording the fates no incident's event records, each the first of its entry's
+/// own stream.
 fn received_alert_events(
     commands: Vec<(i64, ReceivedAlertCommand)>,
 ) -> Result<Vec<EventEnvelope<ReceivedAlert>>, Abort> {

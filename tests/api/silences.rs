@@ -493,3 +493,16 @@ async fn every_delivery_is_in_the_inbox_with_its_fate_and_a_replay_rebuilds_it()
         "the replayed inbox is the live one"
     );
 }
+
+#[tokio::test]
+async fn creating_silences_spends_the_api_budget() {
+    let app = crate::helpers::spawn_app_with(|config| config.rate_limit_per_minute = 3).await;
+    let user = "silencer";
+    let body = silence_of_service("orders-db");
+    for _ in 0..3 {
+        let created = app.send_as(user, Method::POST, "/api/silences", Some(&body)).await;
+        assert_eq!(created.status(), 201);
+    }
+    let refused = app.send_as(user, Method::POST, "/api/silences", Some(&body)).await;
+    assert_error(refused, 429, "rate_limited").await;
+}
