@@ -27,6 +27,9 @@
 //!   PostgreSQL with as many clients, for as long, before and after them (the ratio is taken against
 //!   the faster run).
 
+#[path = "http_load/silences.rs"]
+mod silences;
+
 use std::{
     str::FromStr,
     sync::Arc,
@@ -34,6 +37,7 @@ use std::{
 };
 
 use serde_json::{json, Value};
+use silences::{check_silenced, Silences};
 use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 use vigil::{Application, Config};
@@ -350,80 +354,6 @@ enum AlertMix {
     /// The storm with every other notification the recovery of the alert sent just before it, as
     /// monitoring sends them (firing, then resolved).
     Recovering,
-}
-
-/// The silences each tenant of a scenario has.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Silences {
-    None,
-    /// 100 active silences, each of another service and alert name: matching is all they cost.
-    NoneMatching,
-    /// 99 of those and one matching every service of the storm: a maintenance window.
-    OneMatching,
-}
-
-impl Silences {
-    async fn create(self, client: &reqwest::Client, base: &str, user_id: &str) {
-        let count = match self {
-            Self::None => return,
-            Self::NoneMatching => 100,
-            Self::OneMatching => 99,
-        };
-        let ends_at = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
-        let mut bodies: Vec<Value> = (0..count)
-            .map(|k| {
-                json!({ "matchers": [
-                    { "name": "service", "value": format!("batch-{k}") },
-                    { "name": "alertname", "value": format!("Nightly.*{k}"), "isRegex": true },
-                ], "endsAt": ends_at })
-            })
-            .collect();
-        if self == Self::OneMatching {
-            bodies.push(
-                json!({ "matchers": [{ "name": "service", "value": "service-.*", "isRegex": true }],
-                                "endsAt": ends_at, "comment": "maintenance" }),
-            );
-        }
-        for body in bodies {
-            let created = client
-                .post(format!("{base}/api/silences"))
-                .header("X-User-ID", user_id)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(created.status(), 201, "silence created");
-        }
-    }
-}
-
-/// After a maintenance-window storm: its tenants have no incident, so no analysis, and the inbox
-/// lists every alert accepted, silenced.
-async fn check_silenced(db_url: &reqwest::Url, users: &[String], accepted: u64) {
-    let mut db = PgConnection::connect(db_url.as_str())
-        .await
-        .expect("bench database reachable");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (incidents, listed, silenced): (i64, i64, i64) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM incidents WHERE user_id = ANY($1)),
-                    (SELECT count(*) FROM alert_inbox WHERE user_id = ANY($1)),
-                    (SELECT count(*) FROM alert_inbox WHERE user_id = ANY($1) AND fate = 'silenced')",
-        )
-        .bind(users)
-        .fetch_one(&mut db)
-        .await
-        .unwrap();
-        if listed as u64 >= accepted || Instant::now() > deadline {
-            println!(
-                "{:>20}  {accepted} alerts accepted: {incidents} incidents (so as many analyses), \
-                 {listed} in the inbox, {silenced} of them silenced",
-                "silenced check:"
-            );
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Sustained ingestion against a pgbench single-row-insert baseline on the same database.

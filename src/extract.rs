@@ -331,6 +331,18 @@ pub fn required(value: &str, field: &str) -> Result<String, AppError> {
     Ok(value.to_owned())
 }
 
+/// A page size of 1 to `max` given as digits, `default` when not given.
+pub fn page_limit(limit: Option<&str>, default: i64, max: i64) -> Result<i64, AppError> {
+    let Some(limit) = limit else {
+        return Ok(default);
+    };
+    limit
+        .parse::<i64>()
+        .ok()
+        .filter(|n| (1..=max).contains(n) && limit.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| AppError::invalid(format!("limit: must be 1 to {max}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use cqrs_es::EventEnvelope;
 use sqlx::{types::Json, PgConnection};
 use uuid::Uuid;
-use vigil_aggregates::silence::{Schedule, Silence, SilenceDefinition, SilenceEvent};
+use vigil_aggregates::silence::{Silence, SilenceDefinition, SilenceEvent};
 
 use crate::{ProjectionError, ReadModel};
 
@@ -40,7 +40,7 @@ impl ReadModel<Silence> for SilencesReadModel {
                 created_by,
                 at,
             } => {
-                let (starts_at, ends_at) = bounds(&definition.schedule);
+                let (starts_at, ends_at) = definition.schedule.span();
                 sqlx::query(
                     "INSERT INTO silences (id, user_id, definition, created_by, created_at, starts_at, ends_at, version)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -78,14 +78,6 @@ impl ReadModel<Silence> for SilencesReadModel {
         .execute(conn)
         .await?;
         Ok(())
-    }
-}
-
-/// When a schedule starts, and when it ends (never, for a weekly window without an end).
-pub fn bounds(schedule: &Schedule) -> (DateTime<Utc>, Option<DateTime<Utc>>) {
-    match schedule {
-        Schedule::Window { starts_at, ends_at } => (*starts_at, Some(*ends_at)),
-        Schedule::Weekly { starts_at, ends_at, .. } => (*starts_at, *ends_at),
     }
 }
 

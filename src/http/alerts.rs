@@ -10,11 +10,10 @@ use uuid::Uuid;
 use vigil_aggregates::source::Source;
 use vigil_projections::alert_inbox::{self as read, fate, InboxFilter, InboxRow};
 
-use super::silences::page_limit;
 use crate::{
     auth::AuthUser,
     error::{AppError, ErrorBody},
-    extract::{Path, Query},
+    extract::{page_limit, Path, Query},
     state::AppState,
 };
 

@@ -16,7 +16,7 @@ use crate::{
     auth::AuthUser,
     error::{excerpt, AppError, ErrorBody},
     event_store::{execute, Actor},
-    extract::{JsonBody, Path, Query},
+    extract::{page_limit, JsonBody, Path, Query},
     state::AppState,
 };
 
@@ -218,18 +218,6 @@ async fn owned(state: &AppState, user: &AuthUser, id: Uuid) -> Result<SilenceVie
         .await?
         .ok_or_else(|| AppError::NotFound("silence not found".into()))?;
     Ok(view(row, Utc::now()))
-}
-
-/// A page size of 1 to `max` given as digits, `default` when not given.
-pub(super) fn page_limit(limit: Option<&str>, default: i64, max: i64) -> Result<i64, AppError> {
-    let Some(limit) = limit else {
-        return Ok(default);
-    };
-    limit
-        .parse::<i64>()
-        .ok()
-        .filter(|n| (1..=max).contains(n) && limit.bytes().all(|b| b.is_ascii_digit()))
-        .ok_or_else(|| AppError::invalid(format!("limit: must be 1 to {max}")))
 }
 
 fn invalid(error: InvalidSilence) -> AppError {

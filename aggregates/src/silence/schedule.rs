@@ -54,12 +54,17 @@ impl Schedule {
         self.state(at) == ScheduleState::Active
     }
 
-    /// Where `at` falls relative to `starts_at` and `ends_at` alone (Active = between them).
-    fn bounds(&self, at: DateTime<Utc>) -> ScheduleState {
-        let (starts_at, ends_at) = match self {
+    /// When it starts, and when it ends (never, for a weekly window without an end).
+    pub fn span(&self) -> (DateTime<Utc>, Option<DateTime<Utc>>) {
+        match self {
             Self::Window { starts_at, ends_at } => (*starts_at, Some(*ends_at)),
             Self::Weekly { starts_at, ends_at, .. } => (*starts_at, *ends_at),
-        };
+        }
+    }
+
+    /// Where `at` falls relative to `starts_at` and `ends_at` alone (Active = between them).
+    fn bounds(&self, at: DateTime<Utc>) -> ScheduleState {
+        let (starts_at, ends_at) = self.span();
         if at < starts_at {
             ScheduleState::Pending
         } else if ends_at.is_some_and(|ends_at| at >= ends_at) {

@@ -630,23 +630,3 @@ const ROW_WRITES: &str = "opened AS (
         WHERE incidents.id = u.id
         RETURNING incidents.id
     )";
-
-/// The owner of each of `incident_ids`, from the event that opened it (what a consumer of an
-/// incident's later events, which do not name the user, needs when the read row may lag).
-pub(crate) async fn owners<S: AsRef<str> + Sync>(
-    conn: &mut PgConnection,
-    incident_ids: &[S],
-) -> Result<HashMap<String, String>, ProjectionError> {
-    let ids: Vec<&str> = incident_ids.iter().map(AsRef::as_ref).collect();
-    Ok(sqlx::query_as::<_, (String, Option<String>)>(
-        "SELECT aggregate_id, payload->'IncidentOpened'->>'user_id' FROM events
-         WHERE aggregate_type = $1 AND aggregate_id = ANY($2) AND sequence = 1",
-    )
-    .bind(<Incident as cqrs_es::Aggregate>::TYPE)
-    .bind(&ids)
-    .fetch_all(conn)
-    .await?
-    .into_iter()
-    .filter_map(|(id, owner)| Some((id, owner?)))
-    .collect())
-}

@@ -1,10 +1,10 @@
-use std::sync::LazyLock;
+use std::{collections::HashMap, sync::LazyLock};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{types::Json, PgPool};
+use sqlx::{types::Json, PgConnection, PgPool};
 
-use crate::projector::recorded_by;
+use crate::{projector::recorded_by, ProjectionError};
 use uuid::Uuid;
 use vigil_aggregates::incident::{Correlation, Incident, IncidentEvent};
 
@@ -362,6 +362,26 @@ pub struct UserCandidateRow {
     pub user_id: String,
     #[serde(flatten)]
     pub candidate: CandidateRow,
+}
+
+/// The owner of each of `incident_ids`, from the event that opened it (what a consumer of an
+/// incident's later events, which do not name the user, needs when the read row may lag).
+pub(crate) async fn owners<S: AsRef<str> + Sync>(
+    conn: &mut PgConnection,
+    incident_ids: &[S],
+) -> Result<HashMap<String, String>, ProjectionError> {
+    let ids: Vec<&str> = incident_ids.iter().map(AsRef::as_ref).collect();
+    Ok(sqlx::query_as::<_, (String, Option<String>)>(
+        "SELECT aggregate_id, payload->'IncidentOpened'->>'user_id' FROM events
+         WHERE aggregate_type = $1 AND aggregate_id = ANY($2) AND sequence = 1",
+    )
+    .bind(<Incident as cqrs_es::Aggregate>::TYPE)
+    .bind(&ids)
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .filter_map(|(id, owner)| Some((id, owner?)))
+    .collect())
 }
 
 #[cfg(test)]
