@@ -75,7 +75,11 @@ impl Application {
                     events.announcer.clone(),
                     metrics.placement(),
                 )
-                .with_topologies(topologies.clone()),
+                .with_topologies(topologies.clone())
+                .with_flapping(crate::ingest::placement::Flapping {
+                    cycles: config.flapping_cycles,
+                    window: chrono::Duration::seconds(config.flapping_window_secs),
+                }),
                 config.ingest_lanes as usize,
                 config.ingest_batch_max_alerts as usize,
                 Duration::from_millis(config.ingest_batch_linger_ms),

@@ -241,6 +241,15 @@ pub struct Config {
     #[arg(long, env = "CORRELATION_MAX_ALERTS", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     pub correlation_max_alerts: u32,
 
+    /// Recoveries of one alert key within `FLAPPING_WINDOW_SECS` that make it flapping: its later
+    /// cycles are recorded on its incident and open nothing until it is quiet for the window.
+    #[arg(long, env = "FLAPPING_CYCLES", default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
+    pub flapping_cycles: u32,
+
+    /// The flapping window, in seconds (also how long a flapping key must be quiet).
+    #[arg(long, env = "FLAPPING_WINDOW_SECS", default_value_t = 1800, value_parser = clap::value_parser!(i64).range(1..=86_400))]
+    pub flapping_window_secs: i64,
+
     /// Largest request body accepted, in bytes (larger ones get 413).
     #[arg(long, env = "MAX_BODY_BYTES", default_value_t = 10 * 1024 * 1024)]
     pub max_body_bytes: usize,

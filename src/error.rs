@@ -13,8 +13,8 @@ use axum::{
 use cqrs_es::AggregateError;
 use serde::Serialize;
 use vigil_aggregates::{
-    chat_session::ChatSessionError, incident::IncidentError, incident_analysis::AnalysisError, silence::SilenceError,
-    topology::TopologyError,
+    chat_session::ChatSessionError, grouping_rule::GroupingRuleError, incident::IncidentError,
+    incident_analysis::AnalysisError, silence::SilenceError, topology::TopologyError,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +179,19 @@ impl From<AggregateError<SilenceError>> for AppError {
             AggregateError::UserError(domain @ SilenceError::AlreadyExists) => Self::Conflict(domain.to_string()),
             AggregateError::UserError(SilenceError::Invalid(invalid)) => {
                 Self::bad_request("invalid_silence", invalid.to_string())
+            }
+            other => aggregate_failure(other),
+        }
+    }
+}
+
+impl From<AggregateError<GroupingRuleError>> for AppError {
+    fn from(error: AggregateError<GroupingRuleError>) -> Self {
+        match error {
+            AggregateError::UserError(domain @ GroupingRuleError::NotFound) => Self::NotFound(domain.to_string()),
+            AggregateError::UserError(domain @ GroupingRuleError::AlreadyExists) => Self::Conflict(domain.to_string()),
+            AggregateError::UserError(GroupingRuleError::Invalid(invalid)) => {
+                Self::bad_request("invalid_grouping_rule", invalid.to_string())
             }
             other => aggregate_failure(other),
         }

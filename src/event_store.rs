@@ -9,13 +9,14 @@ use sqlx::PgPool;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use vigil_aggregates::{
-    chat_session::ChatSession, connection::Connection, incident::Incident, incident_analysis::IncidentAnalysis,
-    silence::Silence, topology::Topology,
+    chat_session::ChatSession, connection::Connection, grouping_rule::GroupingRule, incident::Incident,
+    incident_analysis::IncidentAnalysis, silence::Silence, topology::Topology,
 };
 use vigil_projections::{
     alert_inbox::{IncidentAlertsInbox, ReceivedAlertsInbox},
     chat_sessions::ChatSessionsReadModel,
     connections::ConnectionsReadModel,
+    grouping_rules::GroupingRulesReadModel,
     incident_analysis::IncidentAnalysisReadModel,
     incidents::IncidentsReadModel,
     silences::SilencesReadModel,
@@ -44,6 +45,7 @@ pub type Analyses = AggregateStore<IncidentAnalysis>;
 pub type Connections = AggregateStore<Connection>;
 pub type Topologies = AggregateStore<Topology>;
 pub type Silences = AggregateStore<Silence>;
+pub type GroupingRules = AggregateStore<GroupingRule>;
 
 /// One aggregate type's command side: the cqrs-es framework, and how its appends are announced
 /// to the tails.
@@ -88,6 +90,7 @@ pub struct EventStore {
     pub connections: Arc<Connections>,
     pub topologies: Arc<Topologies>,
     pub silences: Arc<Silences>,
+    pub grouping_rules: Arc<GroupingRules>,
     /// Tells the tails (of every instance) that events were appended.
     pub announcer: AppendAnnouncer,
     /// Incident events appended outside the aggregate store (merges, splits), counted by their writers.
@@ -115,6 +118,7 @@ impl EventStore {
         let connections = AggregateStore::new(db, &announcer, ConnectionsReadModel, metrics);
         let topologies = AggregateStore::new(db, &announcer, TopologyReadModel, metrics);
         let silences = AggregateStore::new(db, &announcer, SilencesReadModel, metrics);
+        let grouping_rules = AggregateStore::new(db, &announcer, GroupingRulesReadModel, metrics);
         Self {
             incident_events_appended: metrics.appended(Incident::TYPE),
             chat_sessions: Arc::new(chat_sessions),
@@ -123,6 +127,7 @@ impl EventStore {
             connections: Arc::new(connections),
             topologies: Arc::new(topologies),
             silences: Arc::new(silences),
+            grouping_rules: Arc::new(grouping_rules),
             announcer,
             // Incidents first: other read models refer to them (and replaying incidents empties
             // the analysis tables, which the analysis projection then rebuilds).
@@ -135,6 +140,7 @@ impl EventStore {
                 Arc::new(Projector::new(db.clone(), TopologyReadModel)),
                 Arc::new(LearnedTopology::new(db.clone())),
                 Arc::new(Projector::new(db.clone(), SilencesReadModel)),
+                Arc::new(Projector::new(db.clone(), GroupingRulesReadModel)),
                 Arc::new(IncidentAlertsInbox::new(db.clone())),
                 Arc::new(ReceivedAlertsInbox::new(db.clone())),
             ],

@@ -4,6 +4,7 @@
 pub mod chat_session;
 pub mod connection;
 pub mod correlation;
+pub mod grouping_rule;
 pub mod incident;
 pub mod incident_analysis;
 pub mod ledger;

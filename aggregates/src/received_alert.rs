@@ -30,6 +30,9 @@ pub enum AlertFate {
     Updated { incident_id: Uuid },
     /// The same delivery as `of` again (same source, key, state and firing time): nothing changed.
     Redelivered { of: i64, incident_id: Option<Uuid> },
+    /// A grouping rule holds it until enough alerts like it arrive (then it goes into the
+    /// incident they open, whose events record it); past `until` it stops counting.
+    Held { rule_id: Uuid, until: DateTime<Utc> },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +71,13 @@ pub enum ReceivedAlertEvent {
         incident_id: Option<Uuid>,
         at: DateTime<Utc>,
     },
+    AlertHeld {
+        user_id: String,
+        alert: AlertSummary,
+        rule_id: Uuid,
+        until: DateTime<Utc>,
+        at: DateTime<Utc>,
+    },
 }
 
 impl DomainEvent for ReceivedAlertEvent {
@@ -77,6 +87,7 @@ impl DomainEvent for ReceivedAlertEvent {
             Self::RecoveryUnmatched { .. } => "RecoveryUnmatched",
             Self::AlertUpdated { .. } => "AlertUpdated",
             Self::AlertRedelivered { .. } => "AlertRedelivered",
+            Self::AlertHeld { .. } => "AlertHeld",
         }
         .to_owned()
     }
@@ -129,6 +140,13 @@ impl ReceivedAlert {
                 alert,
                 redelivery_of: of,
                 incident_id,
+                at,
+            },
+            AlertFate::Held { rule_id, until } => ReceivedAlertEvent::AlertHeld {
+                user_id,
+                alert,
+                rule_id,
+                until,
                 at,
             },
         };
@@ -206,11 +224,18 @@ mod tests {
                 of: 3,
                 incident_id: None,
             },
+            AlertFate::Held {
+                rule_id: Uuid::nil(),
+                until: DateTime::UNIX_EPOCH,
+            },
         ]
         .into_iter()
         .map(|fate| ReceivedAlert::default().decide(record(fate)).unwrap()[0].event_type())
         .collect();
-        assert_eq!(types, ["RecoveryUnmatched", "AlertUpdated", "AlertRedelivered"]);
+        assert_eq!(
+            types,
+            ["RecoveryUnmatched", "AlertUpdated", "AlertRedelivered", "AlertHeld"]
+        );
     }
 
     #[test]

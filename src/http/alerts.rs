@@ -31,8 +31,9 @@ pub struct InboxAlertListQuery {
     source: Option<String>,
     /// The alert's service, exactly.
     service: Option<String>,
-    /// `opened`, `joined`, `resolved`, `silenced`, `unmatched`, `updated` or `deduplicated`.
-    #[param(pattern = "^(opened|joined|resolved|silenced|unmatched|updated|deduplicated)$")]
+    /// `opened`, `joined`, `resolved`, `silenced`, `unmatched`, `updated`, `deduplicated`, `held`,
+    /// `held_expired` or `flapping`.
+    #[param(pattern = "^(opened|joined|resolved|silenced|unmatched|updated|deduplicated|held|held_expired|flapping)$")]
     fate: Option<String>,
     /// Received at or after (ISO 8601).
     since: Option<DateTime<Utc>>,
@@ -61,14 +62,22 @@ pub struct InboxAlert {
     /// with `score`), `resolved` (a recovery that resolved its alert in `incidentId`),
     /// `silenced` (by `silenceIds`: it opened and joined nothing), `unmatched` (a recovery of an
     /// alert no incident holds), `updated` (a state change, such as acknowledged, of an alert
-    /// `incidentId` holds) or `deduplicated` (the same delivery as `redeliveryOf` again).
-    #[schema(pattern = "^(opened|joined|resolved|silenced|unmatched|updated|deduplicated)$")]
+    /// `incidentId` holds), `deduplicated` (the same delivery as `redeliveryOf` again), `held`
+    /// (grouping rule `ruleId` holds it until enough alerts like it arrive, counting it until
+    /// `heldUntil`), `held_expired` (held, and `heldUntil` passed without an incident opening) or
+    /// `flapping` (a later firing or recovery of an alert key flapping in `incidentId`, recorded
+    /// there; it opened nothing). A held alert that an incident opened with shows that fate.
+    #[schema(
+        pattern = "^(opened|joined|resolved|silenced|unmatched|updated|deduplicated|held|held_expired|flapping)$"
+    )]
     fate: String,
     /// Where the alert is now (an alert split off is in the incident it was split into).
     incident_id: Option<Uuid>,
     score: Option<f64>,
     silence_ids: Option<Vec<Uuid>>,
     redelivery_of: Option<i64>,
+    rule_id: Option<Uuid>,
+    held_until: Option<DateTime<Utc>>,
     /// This alert with its raw payload.
     url: String,
 }
@@ -183,6 +192,8 @@ impl From<InboxRow> for InboxAlert {
             score: row.score,
             silence_ids: row.silence_ids,
             redelivery_of: row.redelivery_of,
+            rule_id: row.rule_id,
+            held_until: row.held_until,
         }
     }
 }

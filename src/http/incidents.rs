@@ -251,6 +251,9 @@ pub struct IncidentDetail {
     /// when the alert never fired before.
     #[schema(required = true)]
     previous_incident_id: Option<Uuid>,
+    /// One of its alerts fired and recovered too often (`docs/noise.md`): its later cycles are
+    /// recorded here (`FlapRecorded` events) and open nothing (an addition).
+    flapping: bool,
 }
 
 /// The verdict of the analysis (`docs/rca.md`): CONFIRMED (the component's own failure and
@@ -496,7 +499,7 @@ async fn get_incident(
         .as_ref()
         .and_then(|stored| serde_json::from_value::<VerdictView>(stored.0.clone()).ok());
     let triggered_at = row.started_at;
-    let previous_incident_id = row.previous_incident_id;
+    let (previous_incident_id, flapping) = (row.previous_incident_id, row.flapping);
     let mut incident = IncidentView::from(row);
     incident.alert.triggered_at = Some(triggered_at);
     incident.alert.raw_payload = Some(payload.unwrap_or_default());
@@ -585,6 +588,7 @@ async fn get_incident(
             .collect(),
         verdict,
         previous_incident_id,
+        flapping,
     };
     Ok(Json(IncidentDetailResponse { incident: detail }))
 }

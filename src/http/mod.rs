@@ -12,6 +12,7 @@ mod cloud_e;
 mod cloud_f;
 mod common_responses;
 mod connections;
+mod grouping_rules;
 mod health;
 mod incident_chat;
 mod incident_split;
@@ -55,6 +56,8 @@ use crate::{error::AppError, metrics, rate_limit, state::AppState};
         (name = "incidents", description = "Incidents opened by alert ingestion"),
         (name = "topology", description = "Each user's service catalog and the dependency edges correlation uses"),
         (name = "silences", description = "Silences and weekly maintenance windows: matching alerts open no incident"),
+        (name = "grouping-rules", description = "Open-after-N grouping rules: matching alerts are held until enough \
+            arrive within a window, then open one incident"),
         (name = "alerts", description = "The alert inbox: every alert received and what became of it"),
         (name = "alert ingestion", description = "Webhooks of the nine alert sources, and ingestion tokens"),
         (name = "cloud connections", description = "Users' cloud accounts (cloud_a .. cloud_e) and their credentials"),
@@ -110,6 +113,7 @@ pub fn router(state: AppState) -> Router {
         .merge(incident_split::router())
         .merge(topology::router())
         .merge(silences::router())
+        .merge(grouping_rules::router())
         .merge(alerts::router())
         .merge(incident_chat::router())
         .merge(postmortems::router())

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 use vigil_aggregates::silence::{
-    InvalidSilence, MatchOp, Matcher, Schedule, ScheduleState, SilenceCommand, SilenceDefinition,
+    InvalidField, MatchOp, Matcher, Schedule, ScheduleState, SilenceCommand, SilenceDefinition,
 };
 use vigil_projections::silences::{self as read, SilenceRow};
 
@@ -220,19 +220,19 @@ async fn owned(state: &AppState, user: &AuthUser, id: Uuid) -> Result<SilenceVie
     Ok(view(row, Utc::now()))
 }
 
-fn invalid(error: InvalidSilence) -> AppError {
+fn invalid(error: InvalidField) -> AppError {
     AppError::bad_request("invalid_silence", error.to_string())
 }
 
-fn field_error(field: &str, message: impl Into<String>) -> InvalidSilence {
-    InvalidSilence {
+fn field_error(field: &str, message: impl Into<String>) -> InvalidField {
+    InvalidField {
         field: field.to_owned(),
         message: message.into(),
     }
 }
 
 impl SilenceRequest {
-    fn into_definition(self, now: DateTime<Utc>) -> Result<SilenceDefinition, InvalidSilence> {
+    fn into_definition(self, now: DateTime<Utc>) -> Result<SilenceDefinition, InvalidField> {
         let starts_at = self.starts_at.unwrap_or(now);
         if self.ends_at.is_some_and(|ends_at| ends_at <= now) {
             return Err(field_error("endsAt", "must be in the future"));
@@ -275,7 +275,7 @@ impl SilenceRequest {
     }
 }
 
-fn local_time(value: &str, field: &str) -> Result<NaiveTime, InvalidSilence> {
+fn local_time(value: &str, field: &str) -> Result<NaiveTime, InvalidField> {
     NaiveTime::parse_from_str(value.trim(), "%H:%M")
         .map_err(|_| field_error(field, format!("`{}` is not a time of day as HH:MM", excerpt(value))))
 }

@@ -2,6 +2,8 @@
 //! into incidents in batches.
 
 pub mod bridging;
+pub mod grouping;
+mod kept;
 pub mod parsers;
 pub mod pipeline;
 pub mod placement;

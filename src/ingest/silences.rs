@@ -6,20 +6,19 @@
 use std::{collections::HashMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use dashmap::DashMap;
 use sqlx::PgConnection;
 use uuid::Uuid;
-use vigil_aggregates::silence::{AlertFacts, CompiledSilence};
+use vigil_aggregates::silence::CompiledSilence;
 
-use super::parsers::NormalizedAlert;
-
-/// Users whose silences are kept at most before the cache starts over.
-const MAX_USERS: usize = 50_000;
+use super::{
+    kept::{facts, KeptByGeneration},
+    parsers::NormalizedAlert,
+};
 
 /// Each user's silences that may apply, compiled, with the generation they are of.
 #[derive(Default)]
 pub struct SilenceCache {
-    by_user: DashMap<String, (i64, Arc<[CompiledSilence]>)>,
+    kept: KeptByGeneration<CompiledSilence>,
 }
 
 /// The silences in force for each user of a batch, at the batch's time: each user's kept
@@ -41,16 +40,11 @@ impl SilenceCache {
     ) -> sqlx::Result<InForce<'a>> {
         let mut by_user = HashMap::new();
         for (user_id, generation) in generations {
-            let kept = self
-                .by_user
-                .get(user_id)
-                .filter(|entry| entry.0 == *generation)
-                .map(|entry| entry.1.clone());
-            let silences = match kept {
+            let silences = match self.kept.get(user_id, *generation) {
                 Some(silences) => silences,
                 None => {
                     let (generation, definitions) = vigil_projections::silences::in_force(&mut *conn, user_id).await?;
-                    let silences: Arc<[CompiledSilence]> = definitions
+                    let silences = definitions
                         .into_iter()
                         .filter_map(|(id, definition)| match definition.compile(id) {
                             Ok(silence) => Some(silence),
@@ -61,11 +55,7 @@ impl SilenceCache {
                             }
                         })
                         .collect();
-                    if self.by_user.len() >= MAX_USERS {
-                        self.by_user.clear();
-                    }
-                    self.by_user.insert(user_id.clone(), (generation, silences.clone()));
-                    silences
+                    self.kept.keep(user_id, generation, silences)
                 }
             };
             let active: Vec<usize> = (0..silences.len()).filter(|&i| silences[i].is_active(at)).collect();
@@ -82,14 +72,7 @@ impl InForce<'_> {
     /// order; `None` when none does.
     pub fn matching(&self, user_id: &str, alert: &NormalizedAlert) -> Option<Vec<Uuid>> {
         let (silences, active) = self.by_user.get(user_id)?;
-        let facts = AlertFacts {
-            source: alert.source.as_str(),
-            service: alert.service.as_deref(),
-            environment: alert.environment.as_deref(),
-            severity: alert.severity.as_deref(),
-            title: &alert.title,
-            labels: &alert.labels,
-        };
+        let facts = facts(alert);
         let mut ids: Vec<Uuid> = active
             .iter()
             .map(|&i| &silences[i])

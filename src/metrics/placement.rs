@@ -204,12 +204,16 @@ pub enum Fate {
     Unmatched,
     /// A firing alert a silence in force matched: it opened and joined nothing.
     Silenced,
+    /// A grouping rule holds it until enough alerts like it arrive.
+    Held,
+    /// A firing or recovery of a flapping key: recorded on the incident it flaps in.
+    Flapping,
     /// Placement failed: the sender got an error and may retry.
     Refused,
 }
 
 impl Fate {
-    const COUNT: usize = 8;
+    const COUNT: usize = 10;
     const ALL: [Self; Self::COUNT] = [
         Self::Opened,
         Self::Correlated,
@@ -218,6 +222,8 @@ impl Fate {
         Self::Resolved,
         Self::Unmatched,
         Self::Silenced,
+        Self::Held,
+        Self::Flapping,
         Self::Refused,
     ];
 
@@ -230,6 +236,8 @@ impl Fate {
             Self::Resolved => "resolved",
             Self::Unmatched => "unmatched",
             Self::Silenced => "silenced",
+            Self::Held => "held",
+            Self::Flapping => "flapping",
             Self::Refused => "refused",
         }
     }

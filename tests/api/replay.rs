@@ -15,15 +15,18 @@ use vigil_projections::{checksums, EventConsumer, ProjectionError, StoredEvent, 
 
 use crate::{
     correlation::{alert_of, post},
+    grouping_rules::{disk_rule, grouping_rule},
     helpers::{eventually, spawn_app, TestApp},
     incidents::detail,
     ingestion::post_alert,
+    noise_controls::cycle as flap_cycle,
     silences::{silence, silence_of_service},
 };
 
 /// Incidents that alerts opened and joined, analysed by the built-in analyst (thoughts,
 /// citations, suggestions, verdicts, incident chat sessions), one merged into another, an alert
-/// split off, a declared topology, a chat session of the user's own: every read table has rows.
+/// split off, a declared topology, silences, grouping rules, a flapping alert, a chat session of the user's own:
+/// every read table has rows.
 async fn a_day_of_work(app: &TestApp) {
     for _ in 0..2 {
         let user = app.new_user().await.id;
@@ -79,6 +82,23 @@ async fn a_day_of_work(app: &TestApp) {
             .send_as(&user, Method::DELETE, &format!("/api/silences/{ended}"), None)
             .await;
         assert_eq!(expired.status(), 204);
+        // A grouping rule kept, and one deleted.
+        grouping_rule(app, &user, &disk_rule("disk storms")).await;
+        let dropped = grouping_rule(app, &user, &disk_rule("retired")).await;
+        let deleted = app
+            .send_as(
+                &user,
+                Method::DELETE,
+                &format!("/api/grouping-rules/{}", dropped["id"].as_str().unwrap()),
+                None,
+            )
+            .await;
+        assert_eq!(deleted.status(), 204);
+        // An alert that flaps, and a later cycle recorded on its incident.
+        for n in 0..5 {
+            post_alert(app, &user, "/api/source_a/alerts", &flap_cycle(n, false)).await;
+            post_alert(app, &user, "/api/source_a/alerts", &flap_cycle(n, true)).await;
+        }
         app.create_session(&user, &json!({ "title": "capacity planning" }))
             .await;
         // A cloud account connected (its setup talks to the provider; the events are what count).

@@ -34,14 +34,14 @@ pub(crate) fn silence_of_service(service: &str) -> Value {
 }
 
 /// Posts the alert; where its first alert went (`null` when nowhere) and its alert id.
-async fn place(app: &TestApp, user: &str, body: &Value) -> (Value, i64) {
+pub(crate) async fn place(app: &TestApp, user: &str, body: &Value) -> (Value, i64) {
     let answer = post_alert(app, user, PATH, body).await;
     let alert = &answer["alerts"][0];
     (alert["incident_id"].clone(), alert["alert_id"].as_i64().unwrap())
 }
 
 /// [`alert_of`]'s recovery.
-fn recovery_of(service: &str, description: &str, seconds: i64) -> Value {
+pub(crate) fn recovery_of(service: &str, description: &str, seconds: i64) -> Value {
     let mut payload = alert_of(service, description, seconds);
     payload["status"] = json!("resolved");
     payload["alerts"][0]["status"] = json!("resolved");
@@ -49,14 +49,14 @@ fn recovery_of(service: &str, description: &str, seconds: i64) -> Value {
     payload
 }
 
-async fn get(app: &TestApp, user: &str, path: &str) -> Value {
+pub(crate) async fn get(app: &TestApp, user: &str, path: &str) -> Value {
     let response = app.send_as(user, Method::GET, path, None).await;
     assert_eq!(response.status(), 200, "{path}");
     response.json().await.unwrap()
 }
 
 /// The user's inbox once it lists `count` alerts (newest first).
-async fn inbox(app: &TestApp, user: &str, count: usize) -> Vec<Value> {
+pub(crate) async fn inbox(app: &TestApp, user: &str, count: usize) -> Vec<Value> {
     eventually(&format!("{count} alerts in the inbox"), || async {
         let page = get(app, user, "/api/alerts?limit=100").await;
         let alerts = page["alerts"].as_array().unwrap().clone();
@@ -65,7 +65,7 @@ async fn inbox(app: &TestApp, user: &str, count: usize) -> Vec<Value> {
     .await
 }
 
-async fn incident_count(app: &TestApp, user: &str) -> usize {
+pub(crate) async fn incident_count(app: &TestApp, user: &str) -> usize {
     get(app, user, "/api/incidents").await["incidents"]
         .as_array()
         .unwrap()

@@ -2,6 +2,8 @@
 //! (spec Incident, States → Incident status and Analysis status).
 
 #[cfg(test)]
+mod flapping_tests;
+#[cfg(test)]
 mod previous_tests;
 #[cfg(test)]
 mod split_tests;
@@ -177,6 +179,27 @@ pub enum IncidentCommand {
         remaining_services: Vec<String>,
         at: DateTime<Utc>,
     },
+    /// The recovery just recorded of `alert_key` is its `recoveries`th within the flapping
+    /// window: the key is flapping, and its later cycles are recorded here (once per key).
+    MarkFlapping {
+        user_id: String,
+        source_type: String,
+        alert_key: String,
+        recoveries: u32,
+        window_seconds: i64,
+        at: DateTime<Utc>,
+    },
+    /// A firing or recovery of a key flapping in this incident: recorded, nothing opened or
+    /// analysed (whatever the incident's status).
+    RecordFlap {
+        user_id: String,
+        source_type: String,
+        alert_key: String,
+        source_alert_id: i64,
+        resolved: bool,
+        fired_at: DateTime<Utc>,
+        at: DateTime<Utc>,
+    },
     /// New side of a split: the incident opens with the alert that left `source_incident_id`.
     OpenSplit {
         incident_id: Uuid,
@@ -283,6 +306,23 @@ pub enum IncidentEvent {
         remaining_services: Vec<String>,
         at: DateTime<Utc>,
     },
+    /// One of its alert keys fired and recovered `recoveries` times within `window_seconds`.
+    FlappingDetected {
+        source_type: String,
+        alert_key: String,
+        recoveries: u32,
+        window_seconds: i64,
+        at: DateTime<Utc>,
+    },
+    /// A later firing (or recovery, `resolved`) of a flapping key.
+    FlapRecorded {
+        source_type: String,
+        alert_key: String,
+        source_alert_id: i64,
+        resolved: bool,
+        fired_at: DateTime<Utc>,
+        at: DateTime<Utc>,
+    },
 }
 
 impl IncidentEvent {
@@ -303,7 +343,9 @@ impl IncidentEvent {
             | E::MergedInto { at, .. }
             | E::IncidentAbsorbed { at, .. }
             | E::ChatSessionLinked { at, .. }
-            | E::AlertSplitOff { at, .. } => *at,
+            | E::AlertSplitOff { at, .. }
+            | E::FlappingDetected { at, .. }
+            | E::FlapRecorded { at, .. } => *at,
         }
     }
 }
@@ -327,6 +369,8 @@ impl DomainEvent for IncidentEvent {
             E::IncidentAbsorbed { .. } => "IncidentAbsorbed",
             E::ChatSessionLinked { .. } => "ChatSessionLinked",
             E::AlertSplitOff { .. } => "AlertSplitOff",
+            E::FlappingDetected { .. } => "FlappingDetected",
+            E::FlapRecorded { .. } => "FlapRecorded",
         }
         .to_owned()
     }
@@ -377,6 +421,9 @@ pub struct Incident {
     /// which is all a decision needs (placement keeps thousands of incidents in memory). The
     /// alerts themselves are in the events ([`alerts_in`]).
     alerts: Vec<HeldAlert>,
+    /// The alert keys found flapping in it, `(source, key)`.
+    #[serde(default)]
+    flapping: Vec<(String, String)>,
 }
 
 /// Which alert an incident holds: its source and its row in the ingestion store.
@@ -711,6 +758,50 @@ impl Incident {
                 self.owned_by(&user_id)?;
                 Ok(vec![E::ChatSessionLinked { session_id, at }])
             }
+            C::MarkFlapping {
+                user_id,
+                source_type,
+                alert_key,
+                recoveries,
+                window_seconds,
+                at,
+            } => {
+                let incident = self.owned_by(&user_id)?;
+                if incident.is_flapping(&source_type, &alert_key) {
+                    return Ok(Vec::new());
+                }
+                Ok(vec![E::FlappingDetected {
+                    source_type,
+                    alert_key,
+                    recoveries,
+                    window_seconds,
+                    at,
+                }])
+            }
+            C::RecordFlap {
+                user_id,
+                source_type,
+                alert_key,
+                source_alert_id,
+                resolved,
+                fired_at,
+                at,
+            } => {
+                let incident = self.owned_by(&user_id)?;
+                if !incident.is_flapping(&source_type, &alert_key) {
+                    return Err(IncidentError::Invalid(format!(
+                        "alert key {alert_key} is not flapping in this incident"
+                    )));
+                }
+                Ok(vec![E::FlapRecorded {
+                    source_type,
+                    alert_key,
+                    source_alert_id,
+                    resolved,
+                    fired_at,
+                    at,
+                }])
+            }
         }
     }
 
@@ -720,6 +811,12 @@ impl Incident {
     /// no target: such an incident may still be merged, as source or target.
     fn is_merged_into_another(&self) -> bool {
         self.merged_into.is_some()
+    }
+
+    fn is_flapping(&self, source_type: &str, alert_key: &str) -> bool {
+        self.flapping
+            .iter()
+            .any(|(source, key)| source == source_type && key == alert_key)
     }
 
     /// The owner (empty before the incident is opened).
@@ -775,7 +872,11 @@ impl Incident {
                 self.summary = Some(summary.clone());
             }
             E::ActiveTabChanged { tab, .. } => self.active_tab = *tab,
+            E::FlappingDetected {
+                source_type, alert_key, ..
+            } => self.flapping.push((source_type.clone(), alert_key.clone())),
             E::AlertResolved { .. }
+            | E::FlapRecorded { .. }
             | E::ResolutionRequested { .. }
             | E::IncidentTouched { .. }
             | E::AlertBridged { .. }

@@ -7,6 +7,25 @@ use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::{MAX_MATCHERS, MAX_NAME_CHARS, MAX_VALUE_CHARS};
+
+/// A validation failure naming the request field at fault, in the HTTP body's camelCase JSON
+/// path, e.g. `matchers[2].value`, `matchers`, `endsAt`, `weekly.timeZone`, `weekly.days`,
+/// `comment`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct InvalidField {
+    pub field: String,
+    pub message: String,
+}
+
+pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> InvalidField {
+    InvalidField {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
 /// Compiled size one matcher's regex may reach: plenty for label patterns, small enough that
 /// a user cannot make every alert's evaluation costly (or exhaust memory) with `(a{1000}){1000}`.
 const REGEX_SIZE_LIMIT: usize = 256 * 1024;
@@ -150,4 +169,52 @@ fn bounded(pattern: &str) -> Result<Regex, regex::Error> {
         .size_limit(REGEX_SIZE_LIMIT)
         .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
         .build()
+}
+
+/// Validates and compiles declared matchers: 1..=[`MAX_MATCHERS`] (none at all when not
+/// `selective`); names non-blank and at most [`MAX_NAME_CHARS`]; values at most
+/// [`MAX_VALUE_CHARS`]; regexes compile. `selective`: at least one matcher must not match the
+/// empty string (Alertmanager's rule for silences, so that one cannot silence everything by
+/// accident).
+pub fn compile_matchers(matchers: &[Matcher], selective: bool) -> Result<Vec<CompiledMatcher>, InvalidField> {
+    if selective && matchers.is_empty() {
+        return Err(invalid("matchers", "at least one matcher is required"));
+    }
+    if matchers.len() > MAX_MATCHERS {
+        return Err(invalid("matchers", format!("at most {MAX_MATCHERS} matchers")));
+    }
+    let mut compiled = Vec::with_capacity(matchers.len());
+    for (i, matcher) in matchers.iter().enumerate() {
+        if matcher.name.trim().is_empty() {
+            return Err(invalid(format!("matchers[{i}].name"), "must not be blank"));
+        }
+        if matcher.name.chars().count() > MAX_NAME_CHARS {
+            return Err(invalid(
+                format!("matchers[{i}].name"),
+                format!("at most {MAX_NAME_CHARS} characters"),
+            ));
+        }
+        if matcher.value.chars().count() > MAX_VALUE_CHARS {
+            return Err(invalid(
+                format!("matchers[{i}].value"),
+                format!("at most {MAX_VALUE_CHARS} characters"),
+            ));
+        }
+        // The regex crate's message says why, with a caret under the fault.
+        let matcher =
+            CompiledMatcher::new(matcher).map_err(|e| invalid(format!("matchers[{i}].value"), e.to_string()))?;
+        compiled.push(matcher);
+    }
+    if selective && compiled.iter().all(CompiledMatcher::matches_empty) {
+        return Err(invalid(
+            "matchers",
+            "at least one matcher must not match an empty or absent value (the silence would match every alert)",
+        ));
+    }
+    Ok(compiled)
+}
+
+/// The text a matcher named `name` compares for `alert` (a field, or else a label).
+pub fn field_text<'a>(alert: &AlertFacts<'a>, name: &str) -> Cow<'a, str> {
+    Target::of(name).text(alert)
 }

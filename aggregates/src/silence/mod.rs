@@ -7,7 +7,7 @@ mod schedule;
 #[cfg(test)]
 mod tests;
 
-pub use matcher::{AlertFacts, CompiledMatcher, MatchOp, Matcher};
+pub use matcher::{compile_matchers, field_text, invalid, AlertFacts, CompiledMatcher, InvalidField, MatchOp, Matcher};
 pub use schedule::{Schedule, ScheduleState};
 
 use chrono::{DateTime, Utc};
@@ -32,23 +32,6 @@ pub struct SilenceDefinition {
     pub comment: String,
 }
 
-/// A validation failure naming the request field at fault, in the HTTP body's camelCase JSON
-/// path, e.g. `matchers[2].value`, `matchers`, `endsAt`, `weekly.timeZone`, `weekly.days`,
-/// `comment`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct InvalidSilence {
-    pub field: String,
-    pub message: String,
-}
-
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> InvalidSilence {
-    InvalidSilence {
-        field: field.into(),
-        message: message.into(),
-    }
-}
-
 impl SilenceDefinition {
     /// Checks everything: 1..=[`MAX_MATCHERS`] matchers; names non-blank and at most
     /// [`MAX_NAME_CHARS`]; values at most [`MAX_VALUE_CHARS`]; regexes compile; at least one
@@ -56,18 +39,18 @@ impl SilenceDefinition {
     /// cannot silence everything by accident); a window ending after it starts; a weekly
     /// schedule with a known time zone, distinct days, `start != end`; a comment of at most
     /// [`MAX_COMMENT_CHARS`].
-    pub fn validate(&self) -> Result<(), InvalidSilence> {
+    pub fn validate(&self) -> Result<(), InvalidField> {
         self.checked().map(|_| ())
     }
 
     /// Validates, then keeps what validation compiled.
-    pub fn compile(&self, id: Uuid) -> Result<CompiledSilence, InvalidSilence> {
+    pub fn compile(&self, id: Uuid) -> Result<CompiledSilence, InvalidField> {
         let (matchers, schedule) = self.checked()?;
         Ok(CompiledSilence { id, matchers, schedule })
     }
 
-    fn checked(&self) -> Result<(Vec<CompiledMatcher>, CompiledSchedule), InvalidSilence> {
-        let matchers = self.checked_matchers()?;
+    fn checked(&self) -> Result<(Vec<CompiledMatcher>, CompiledSchedule), InvalidField> {
+        let matchers = compile_matchers(&self.matchers, true)?;
         let schedule = self.checked_schedule()?;
         if self.comment.chars().count() > MAX_COMMENT_CHARS {
             return Err(invalid("comment", format!("at most {MAX_COMMENT_CHARS} characters")));
@@ -75,45 +58,7 @@ impl SilenceDefinition {
         Ok((matchers, schedule))
     }
 
-    fn checked_matchers(&self) -> Result<Vec<CompiledMatcher>, InvalidSilence> {
-        if self.matchers.is_empty() {
-            return Err(invalid("matchers", "at least one matcher is required"));
-        }
-        if self.matchers.len() > MAX_MATCHERS {
-            return Err(invalid("matchers", format!("at most {MAX_MATCHERS} matchers")));
-        }
-        let mut compiled = Vec::with_capacity(self.matchers.len());
-        for (i, matcher) in self.matchers.iter().enumerate() {
-            if matcher.name.trim().is_empty() {
-                return Err(invalid(format!("matchers[{i}].name"), "must not be blank"));
-            }
-            if matcher.name.chars().count() > MAX_NAME_CHARS {
-                return Err(invalid(
-                    format!("matchers[{i}].name"),
-                    format!("at most {MAX_NAME_CHARS} characters"),
-                ));
-            }
-            if matcher.value.chars().count() > MAX_VALUE_CHARS {
-                return Err(invalid(
-                    format!("matchers[{i}].value"),
-                    format!("at most {MAX_VALUE_CHARS} characters"),
-                ));
-            }
-            // The regex crate's message says why, with a caret under the fault.
-            let matcher =
-                CompiledMatcher::new(matcher).map_err(|e| invalid(format!("matchers[{i}].value"), e.to_string()))?;
-            compiled.push(matcher);
-        }
-        if compiled.iter().all(CompiledMatcher::matches_empty) {
-            return Err(invalid(
-                "matchers",
-                "at least one matcher must not match an empty or absent value (the silence would match every alert)",
-            ));
-        }
-        Ok(compiled)
-    }
-
-    fn checked_schedule(&self) -> Result<CompiledSchedule, InvalidSilence> {
+    fn checked_schedule(&self) -> Result<CompiledSchedule, InvalidField> {
         match &self.schedule {
             Schedule::Window { starts_at, ends_at } => {
                 if ends_at <= starts_at {
@@ -237,7 +182,7 @@ pub enum SilenceError {
     #[error("silence already exists")]
     AlreadyExists,
     #[error(transparent)]
-    Invalid(#[from] InvalidSilence),
+    Invalid(#[from] InvalidField),
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

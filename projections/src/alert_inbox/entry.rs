@@ -35,6 +35,8 @@ pub struct Entry {
     score: Option<f64>,
     silence_ids: Option<Vec<Uuid>>,
     redelivery_of: Option<i64>,
+    rule_id: Option<Uuid>,
+    held_until: Option<DateTime<Utc>>,
 }
 
 impl Entry {
@@ -50,6 +52,11 @@ impl Entry {
                 source_type,
                 source_alert_id,
                 ..
+            }
+            | IncidentEvent::FlapRecorded {
+                source_type,
+                source_alert_id,
+                ..
             } => {
                 return Some(Self {
                     id: *source_alert_id,
@@ -58,7 +65,11 @@ impl Entry {
                     user_id: user_id.map(str::to_owned),
                     incident_id: Some(incident_id),
                     source_type: source_type.clone(),
-                    fate: fate::RESOLVED,
+                    fate: if matches!(event, IncidentEvent::AlertResolved { .. }) {
+                        fate::RESOLVED
+                    } else {
+                        fate::FLAPPING
+                    },
                     ..Self::default()
                 })
             }
@@ -141,6 +152,23 @@ impl Entry {
                     ..Self::default()
                 },
             ),
+            E::AlertHeld {
+                user_id,
+                alert,
+                rule_id,
+                until,
+                at,
+            } => (
+                user_id,
+                alert,
+                at,
+                Self {
+                    fate: fate::HELD,
+                    rule_id: Some(*rule_id),
+                    held_until: Some(*until),
+                    ..Self::default()
+                },
+            ),
         };
         Self {
             id: alert.source_alert_id,
@@ -192,20 +220,22 @@ pub struct InboxWrites {
     at: HashMap<i64, usize>,
 }
 
-/// The statement's insert: `$1`.. `$14`, one array per column.
+/// The statement's insert: `$1`.. `$16`, one array per column. The descriptive columns of an
+/// entry whose event names only the delivery (a recovery, a flapping cycle) are the delivery's.
 const UPSERT: &str = "INSERT INTO alert_inbox AS i (id, recorded_by, user_id, source_type, title, service, severity,
-                                   fired_at, received_at, fate, incident_id, score, silence_ids, redelivery_of)
+                                   fired_at, received_at, fate, incident_id, score, silence_ids, redelivery_of,
+                                   rule_id, held_until)
      SELECT r.id, r.recorded_by, r.user_id, r.source_type, COALESCE(d.alert_title, r.title, ''),
             CASE WHEN d.id IS NULL THEN r.service ELSE d.alert_service END,
             CASE WHEN d.id IS NULL THEN r.severity ELSE d.alert_severity END,
             COALESCE(d.fired_at, r.fired_at, r.received_at), r.received_at, r.fate,
-            r.incident_id, r.score, r.silence_ids::uuid[], r.redelivery_of
+            r.incident_id, r.score, r.silence_ids::uuid[], r.redelivery_of, r.rule_id, r.held_until
      FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                  $8::timestamptz[], $9::timestamptz[], $10::text[], $11::uuid[], $12::float8[], $13::text[],
-                 $14::bigint[])
+                 $14::bigint[], $15::uuid[], $16::timestamptz[])
          AS r(id, recorded_by, user_id, source_type, title, service, severity, fired_at, received_at, fate,
-              incident_id, score, silence_ids, redelivery_of)
-     LEFT JOIN source_alerts d ON r.fate = 'resolved' AND d.id = r.id
+              incident_id, score, silence_ids, redelivery_of, rule_id, held_until)
+     LEFT JOIN source_alerts d ON r.fate IN ('resolved', 'flapping') AND d.id = r.id
      ON CONFLICT (user_id, id) DO UPDATE SET
          incident_id = EXCLUDED.incident_id, recorded_by = EXCLUDED.recorded_by,
          user_id = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.user_id ELSE i.user_id END,
@@ -218,12 +248,18 @@ const UPSERT: &str = "INSERT INTO alert_inbox AS i (id, recorded_by, user_id, so
          fate = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.fate ELSE i.fate END,
          score = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.score ELSE i.score END,
          silence_ids = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.silence_ids ELSE i.silence_ids END,
-         redelivery_of = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.redelivery_of ELSE i.redelivery_of END
+         redelivery_of = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.redelivery_of ELSE i.redelivery_of END,
+         rule_id = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.rule_id ELSE i.rule_id END,
+         held_until = CASE WHEN i.recorded_by = 'received' THEN EXCLUDED.held_until ELSE i.held_until END
          WHERE EXCLUDED.recorded_by = 'incident'";
 
 impl InboxWrites {
+    /// Adds `entry`; one for an id met before wins as the statement's conflict rule says (an
+    /// incident's event over a received alert's, whichever comes first).
     pub fn push(&mut self, entry: Entry) {
         match self.at.get(&entry.id) {
+            Some(_) if entry.recorded_by == FROM_RECEIVED => {}
+            Some(&at) if self.entries[at].recorded_by == FROM_RECEIVED => self.entries[at] = entry,
             Some(&at) => self.entries[at].incident_id = entry.incident_id,
             None => {
                 self.at.insert(entry.id, self.entries.len());
@@ -246,6 +282,9 @@ impl InboxWrites {
         self.entries.is_empty()
     }
 
+    /// How many parameters [`InboxWrites::bind`] binds.
+    pub const PARAMETERS: usize = 16;
+
     /// The insert as a common table expression named `inboxed`, its parameters numbered from
     /// `$first` in the order [`InboxWrites::bind`] binds them.
     pub fn cte(first: usize) -> String {
@@ -260,7 +299,7 @@ impl InboxWrites {
         Ok(())
     }
 
-    /// Binds the 14 parameters of [`InboxWrites::cte`], after those bound before. Entries whose
+    /// Binds the 16 parameters of [`InboxWrites::cte`], after those bound before. Entries whose
     /// owner is unknown are left out.
     pub fn bind<'q>(
         &'q self,
@@ -298,5 +337,7 @@ impl InboxWrites {
             .bind(entries.iter().map(|e| e.score).collect::<Vec<_>>())
             .bind(silence_ids)
             .bind(entries.iter().map(|e| e.redelivery_of).collect::<Vec<_>>())
+            .bind(entries.iter().map(|e| e.rule_id).collect::<Vec<_>>())
+            .bind(entries.iter().map(|e| e.held_until).collect::<Vec<_>>())
     }
 }

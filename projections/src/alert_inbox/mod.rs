@@ -28,7 +28,22 @@ pub mod fate {
     pub const UNMATCHED: &str = "unmatched";
     pub const UPDATED: &str = "updated";
     pub const DEDUPLICATED: &str = "deduplicated";
-    pub const ALL: [&str; 7] = [OPENED, JOINED, RESOLVED, SILENCED, UNMATCHED, UPDATED, DEDUPLICATED];
+    pub const HELD: &str = "held";
+    /// Not stored: a held alert past its `held_until` is shown so.
+    pub const HELD_EXPIRED: &str = "held_expired";
+    pub const FLAPPING: &str = "flapping";
+    pub const ALL: [&str; 10] = [
+        OPENED,
+        JOINED,
+        RESOLVED,
+        SILENCED,
+        UNMATCHED,
+        UPDATED,
+        DEDUPLICATED,
+        HELD,
+        HELD_EXPIRED,
+        FLAPPING,
+    ];
 }
 
 /// The inbox entries of alerts that opened, joined or resolved an incident. Placement writes
@@ -63,7 +78,7 @@ impl EventConsumer for IncidentAlertsInbox {
         for event in events {
             if !matches!(
                 event.event_type.as_str(),
-                "IncidentOpened" | "AlertCorrelated" | "AlertResolved"
+                "IncidentOpened" | "AlertCorrelated" | "AlertResolved" | "FlapRecorded"
             ) {
                 continue;
             }
@@ -179,6 +194,8 @@ pub struct InboxRow {
     pub score: Option<f64>,
     pub silence_ids: Option<Vec<Uuid>>,
     pub redelivery_of: Option<i64>,
+    pub rule_id: Option<Uuid>,
+    pub held_until: Option<DateTime<Utc>>,
 }
 
 /// Which alerts of a user's inbox a page holds.
@@ -195,9 +212,15 @@ pub struct InboxFilter {
     pub before_id: Option<i64>,
 }
 
-const INBOX_COLUMNS: &str =
-    "id, source_type, title, service, severity, fired_at, received_at, fate, incident_id, score, silence_ids, \
-     redelivery_of";
+/// A held alert is shown expired once its hold ran out (nothing is written when it does).
+const SHOWN_FATE: &str = "CASE WHEN fate = 'held' AND held_until <= now() THEN 'held_expired' ELSE fate END";
+
+static INBOX_COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "id, source_type, title, service, severity, fired_at, received_at, {SHOWN_FATE} AS fate, incident_id, score, \
+         silence_ids, redelivery_of, rule_id, held_until"
+    )
+});
 
 /// `user_id`'s alerts matching `filter`, newest first, at most `limit`. Pages follow the ids
 /// down, so alerts arriving meanwhile never shift a later page.
@@ -208,15 +231,16 @@ pub async fn list(
     limit: i64,
 ) -> sqlx::Result<Vec<InboxRow>> {
     sqlx::query_as(&format!(
-        "SELECT {INBOX_COLUMNS} FROM alert_inbox
+        "SELECT {columns} FROM alert_inbox
          WHERE user_id = $1
            AND ($2::text IS NULL OR source_type = $2)
            AND ($3::text IS NULL OR service = $3)
-           AND ($4::text IS NULL OR fate = $4)
+           AND ($4::text IS NULL OR {SHOWN_FATE} = $4)
            AND ($5::timestamptz IS NULL OR received_at >= $5)
            AND ($6::timestamptz IS NULL OR received_at < $6)
            AND ($7::bigint IS NULL OR id < $7)
-         ORDER BY id DESC LIMIT $8"
+         ORDER BY id DESC LIMIT $8",
+        columns = *INBOX_COLUMNS
     ))
     .bind(user_id)
     .bind(&filter.source)
@@ -244,10 +268,11 @@ pub async fn find(
         payload: Option<String>,
     }
     let found: Option<Found> = sqlx::query_as(&format!(
-        "SELECT {INBOX_COLUMNS}, (SELECT d.payload::text FROM source_alerts d
+        "SELECT {columns}, (SELECT d.payload::text FROM source_alerts d
                  WHERE d.id = COALESCE(i.redelivery_of, i.id) AND d.user_id = $1)
                 AS payload
-         FROM alert_inbox i WHERE i.id = $2 AND i.user_id = $1"
+         FROM alert_inbox i WHERE i.id = $2 AND i.user_id = $1",
+        columns = *INBOX_COLUMNS
     ))
     .bind(user_id)
     .bind(id)

@@ -38,7 +38,8 @@ pub(super) struct FoldedRun<'a> {
 
 impl<'a> FoldedRun<'a> {
     /// `None` for a run that cannot be folded (it opens an incident, which [`RowWrites`] does,
-    /// or splits an alert off, which reads the incident's history up to it).
+    /// splits an alert off, which reads the incident's history up to it, or finds a key
+    /// flapping, which writes `flapping_keys` too).
     pub(super) fn of(run: &[&'a EventEnvelope<Incident>]) -> Option<Self> {
         use IncidentEvent as E;
         let last = run.last()?;
@@ -49,7 +50,7 @@ impl<'a> FoldedRun<'a> {
         let (joined, columns) = (&mut fold.joined, &mut fold.columns);
         for event in run {
             match &event.payload {
-                E::IncidentOpened { .. } | E::AlertSplitOff { .. } => return None,
+                E::IncidentOpened { .. } | E::AlertSplitOff { .. } | E::FlappingDetected { .. } => return None,
                 E::AlertCorrelated { alert, filled, .. } => {
                     joined.alerts.push(alert);
                     joined.filled |= *filled;
@@ -76,6 +77,7 @@ impl<'a> FoldedRun<'a> {
                 }
                 E::ChatSessionLinked { session_id, .. } => columns.chat_session = Some(*session_id),
                 E::AlertResolved { .. }
+                | E::FlapRecorded { .. }
                 | E::ResolutionRequested { .. }
                 | E::IncidentTouched { .. }
                 | E::AlertBridged { .. } => {}

@@ -24,7 +24,7 @@ pub struct IncidentsReadModel;
 impl ReadModel<Incident> for IncidentsReadModel {
     const NAME: &'static str = "incidents";
     const PROJECTED_BY_WRITERS: bool = true;
-    const TABLES: &'static [&'static str] = &["incidents"];
+    const TABLES: &'static [&'static str] = &["incidents", "flapping_keys"];
 
     async fn versions(
         &self,
@@ -138,7 +138,27 @@ impl ReadModel<Incident> for IncidentsReadModel {
                     .await?;
             }
             E::AlertSplitOff { .. } => split_off(conn, event).await?,
+            E::FlappingDetected {
+                source_type, alert_key, ..
+            } => {
+                sqlx::query(&format!(
+                    "WITH flagged AS ({} RETURNING user_id)
+                     INSERT INTO flapping_keys (user_id, source_type, alert_key, incident_id, detected_at)
+                     SELECT user_id, $4, $5, $1, $2 FROM flagged
+                     ON CONFLICT (user_id, source_type, alert_key)
+                         DO UPDATE SET incident_id = EXCLUDED.incident_id, detected_at = EXCLUDED.detected_at",
+                    set("flapping = true")
+                ))
+                .bind(id)
+                .bind(at)
+                .bind(version)
+                .bind(source_type)
+                .bind(alert_key)
+                .execute(conn)
+                .await?;
+            }
             E::AlertResolved { .. }
+            | E::FlapRecorded { .. }
             | E::ResolutionRequested { .. }
             | E::IncidentTouched { .. }
             | E::AlertBridged { .. } => {
@@ -186,7 +206,9 @@ impl ReadModel<Incident> for IncidentsReadModel {
     async fn truncate(&self, conn: &mut PgConnection) -> Result<(), ProjectionError> {
         // CASCADE also empties the analysis tables that reference incidents; a full `vigil
         // replay` rebuilds them after this projection.
-        sqlx::query("TRUNCATE incidents CASCADE").execute(conn).await?;
+        sqlx::query("TRUNCATE incidents, flapping_keys CASCADE")
+            .execute(conn)
+            .await?;
         Ok(())
     }
 }
@@ -364,6 +386,7 @@ impl<'a> AlertsJoined<'a> {
                     event.payload,
                     IncidentEvent::AlertCorrelated { .. }
                         | IncidentEvent::AlertResolved { .. }
+                        | IncidentEvent::FlapRecorded { .. }
                         | IncidentEvent::ResolutionRequested { .. }
                         | IncidentEvent::IncidentTouched { .. }
                         | IncidentEvent::AlertBridged { .. }

@@ -40,13 +40,15 @@ pub struct IncidentRow {
     pub analysis_verdict: Option<Json<Value>>,
     /// The earlier incident its opening alert fired in (resolved or merged since).
     pub previous_incident_id: Option<Uuid>,
+    /// One of its alert keys was found flapping.
+    pub flapping: bool,
 }
 
 const INCIDENT_COLUMNS: &str = "i.id, i.user_id, i.source_type, i.source_alert_id, i.status, i.severity, i.alert_title,
     i.alert_service, i.alert_environment, i.alert_source_url, i.alert_metadata, i.aurora_status, i.aurora_summary,
     i.aurora_chat_session_id, i.started_at, i.last_alert_at, i.analyzed_at, i.active_tab, i.created_at, i.updated_at,
     i.merged_into_incident_id, target.alert_title AS merged_into_title, i.correlated_alert_count, i.affected_services,
-    i.version, i.analysis_verdict, i.previous_incident_id";
+    i.version, i.analysis_verdict, i.previous_incident_id, i.flapping";
 
 /// Spec: at most 100 incidents, newest `started_at` first, merged ones left out.
 pub const INCIDENT_LIST_LIMIT: i64 = 100;

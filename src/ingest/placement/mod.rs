@@ -26,6 +26,8 @@
 //! event-sequence conflict or a refused correlation; the batch is then re-placed.
 
 mod fates;
+mod noise;
+mod rules;
 mod statements;
 
 use std::{
@@ -51,6 +53,7 @@ use vigil_projections::{
 };
 
 use super::{
+    grouping::RuleCache,
     parsers::{AlertKind, NormalizedAlert, RawPayload},
     service::{alert_evidence, alert_info, event_kind, IngestedAlert},
     silences::SilenceCache,
@@ -64,7 +67,8 @@ use crate::{
 };
 
 use fates::{inbox_entries, received_alert_events, Redelivery};
-use statements::{look_up, write_batch, CandidateWindow, EventRow};
+use noise::{changed_groups, AlertKey, Flaps, GroupKey, RuleGroup};
+use statements::{look_up, write_batch, CandidateWindow, EventRow, Writes};
 
 const ACTOR: Actor<'static> = Actor::System("ingestion");
 /// What `placement_conflict` raises (the migration `ingestion_cursors`).
@@ -210,6 +214,24 @@ pub struct Placer {
     /// The users' service topologies (correlation relates services through them).
     topologies: Arc<TopologyCache>,
     silences: SilenceCache,
+    rules: RuleCache,
+    flapping: Flapping,
+}
+
+/// When an alert key is flapping: `cycles` recoveries within `window`.
+#[derive(Clone, Copy, Debug)]
+pub struct Flapping {
+    pub cycles: u32,
+    pub window: chrono::Duration,
+}
+
+impl Default for Flapping {
+    fn default() -> Self {
+        Self {
+            cycles: 4,
+            window: chrono::Duration::minutes(30),
+        }
+    }
 }
 
 /// How placement's connections name themselves to the database (`pg_stat_activity`).
@@ -233,6 +255,8 @@ impl Placer {
             known: Default::default(),
             topologies: Default::default(),
             silences: Default::default(),
+            rules: Default::default(),
+            flapping: Flapping::default(),
             db,
             correlation,
             vectors,
@@ -242,6 +266,11 @@ impl Placer {
     /// Shares `topologies` with whoever changes them (the topology API drops a user's entry).
     pub fn with_topologies(mut self, topologies: Arc<TopologyCache>) -> Self {
         self.topologies = topologies;
+        self
+    }
+
+    pub fn with_flapping(mut self, flapping: Flapping) -> Self {
+        self.flapping = flapping;
         self
     }
 
@@ -366,11 +395,38 @@ impl Placer {
             })
             .collect();
         let windows = self.candidate_windows(items.iter().filter(|item| !item.alert.resolved));
-        let found = look_up(conn, &items, &windows, self.max_correlated()).await?;
+        let found = look_up(conn, &items, &windows, self.max_correlated(), self.flapping.window).await?;
         let users: Vec<&str> = windows.iter().map(|window| window.0).collect();
         let topologies = self.topologies.for_users(conn, &users).await?;
         let no_topology = Topology::default();
-        let silences = self.silences.in_force(conn, &found.silences, Utc::now()).await?;
+        let now = Utc::now();
+        let silences = self.silences.in_force(conn, &found.silences, now).await?;
+        let rules = self.rules.in_force(conn, &found.rules).await?;
+        // The rule and group each firing alert falls in, and the groups as stored.
+        let rule_hits: Vec<_> = items
+            .iter()
+            .map(|item| {
+                let (rule, group) = (!item.alert.resolved)
+                    .then(|| rules.matching(item.user_id, item.alert))
+                    .flatten()?;
+                Some((rule, (item.user_id.to_owned(), rule.id, group)))
+            })
+            .collect();
+        let mut groups: HashMap<GroupKey, RuleGroup> = if rules.is_empty() {
+            HashMap::new()
+        } else {
+            let mut keys: Vec<GroupKey> = rule_hits.iter().flatten().map(|(_, key)| key.clone()).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            noise::read_groups(conn, &keys, self.max_correlated()).await?
+        };
+        let mut flaps = Flaps::new(
+            &found.flaps,
+            |index| items[index].key(),
+            self.flapping.cycles,
+            self.flapping.window,
+            now,
+        );
         clock.lap(PlacementPhase::Lookup);
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
         // The first item of each delivery not recorded before places it (with the id reserved
@@ -466,10 +522,22 @@ impl Placer {
                 continue;
             };
             let occurrence = item.occurrence();
-            let placement = if alert.resolved {
+            let flapping_in = flaps
+                .flapping_in(&item.key())
+                .filter(|_| alert.kind == AlertKind::Alert);
+            let placement = if let (true, Some(incident_id)) = (alert.resolved, flapping_in) {
+                plan.flap(item, alert_id, incident_id)
+            } else if alert.resolved {
                 let incident = recovery_target();
                 if let Some(incident_id) = incident {
                     plan.command(incident_id, item.resolve_alert(alert_id));
+                    let recoveries = (alert.kind == AlertKind::Alert)
+                        .then(|| flaps.recovered(item.key()))
+                        .flatten();
+                    if let Some(recoveries) = recoveries {
+                        plan.command(incident_id, item.mark_flapping(recoveries, self.flapping.window));
+                        flaps.flagged(item.key(), incident_id);
+                    }
                 }
                 let fate = if incident.is_some() {
                     Fate::Resolved
@@ -491,17 +559,22 @@ impl Placer {
                     .push(item.record(alert_id, AlertFate::Silenced { silence_ids }));
                 plan.tally.count(alert.source, Fate::Silenced);
                 None
+            } else if let Some(incident_id) = flapping_in {
+                plan.flap(item, alert_id, incident_id)
+            } else if let Some((rule, key)) = &rule_hits[index] {
+                let user_candidates = candidates.entry(item.user_id).or_default();
+                let group = groups.entry(key.clone()).or_default();
+                let by_rule = rules::ByRule {
+                    rule,
+                    group,
+                    stale,
+                    max_correlated: self.correlation.max_alerts_per_incident() as usize,
+                    now,
+                };
+                by_rule.place(&mut plan, user_candidates, item, alert_id, &self.vectors)
             } else {
                 let user_candidates = candidates.entry(item.user_id).or_default();
-                let new_alert = NewAlert {
-                    title: alert.title.clone(),
-                    service: alert.service.clone(),
-                    fired_at: alert.fired_at,
-                    kind: event_kind(alert.kind),
-                    embedding: item.prepared.title_embedding.clone(),
-                    evidence: item.prepared.evidence_keys.clone(),
-                    minor: is_minor_severity(alert.severity.as_deref()),
-                };
+                let new_alert = item.new_alert();
                 let topology = topologies.get(item.user_id).map_or(&no_topology, |t| t.as_ref());
                 match best_match_in(&new_alert, &user_candidates.scored, &self.correlation, topology) {
                     Some(found) => {
@@ -563,6 +636,7 @@ impl Placer {
             .await?;
         self.record_redeliveries(conn, &items, &mut plan).await?;
         let received = received_alert_events(std::mem::take(&mut plan.recorded))?;
+        let groups = changed_groups(&groups);
         clock.lap(PlacementPhase::Decide);
         let runs: Vec<Vec<&EventEnvelope<Incident>>> = match mode {
             Mode::Fast => streams.iter().map(|(_, events)| events.iter().collect()).collect(),
@@ -583,16 +657,14 @@ impl Placer {
             return Err(Abort::NeedsCare);
         }
         let inbox = inbox_entries(&items, &plan, &streams, &received, &states);
-        write_batch(
-            conn,
-            &items,
-            &plan,
-            &EventRow::all(&streams, &received)?,
-            &found.cursors,
-            &rows,
-            &inbox,
-        )
-        .await?;
+        let writes = Writes {
+            events: &EventRow::all(&streams, &received)?,
+            cursors: &found.cursors,
+            rows: &rows,
+            inbox: &inbox,
+            groups: &groups,
+        };
+        write_batch(conn, &items, &plan, &writes).await?;
         clock.lap(PlacementPhase::Record);
         if mode == Mode::Careful {
             self.projector
@@ -860,6 +932,49 @@ impl<'a> Item<'a> {
         }
     }
 
+    fn key(&self) -> AlertKey<'a> {
+        (self.user_id, self.alert.source.as_str(), &self.alert.key)
+    }
+
+    /// A later firing or recovery of this item's flapping key, as the command recording it.
+    fn record_flap(&self, source_alert_id: i64) -> IncidentCommand {
+        IncidentCommand::RecordFlap {
+            user_id: self.user_id.to_owned(),
+            source_type: self.alert.source.as_str().to_owned(),
+            alert_key: self.alert.key.clone(),
+            source_alert_id,
+            resolved: self.alert.resolved,
+            fired_at: self.alert.fired_at,
+            at: Utc::now(),
+        }
+    }
+
+    /// This recovery made its key flapping: the `recoveries`th within `window`.
+    fn mark_flapping(&self, recoveries: u32, window: chrono::Duration) -> IncidentCommand {
+        IncidentCommand::MarkFlapping {
+            user_id: self.user_id.to_owned(),
+            source_type: self.alert.source.as_str().to_owned(),
+            alert_key: self.alert.key.clone(),
+            recoveries,
+            window_seconds: window.num_seconds(),
+            at: Utc::now(),
+        }
+    }
+
+    /// The alert as the correlator scores it.
+    fn new_alert(&self) -> NewAlert {
+        let alert = self.alert;
+        NewAlert {
+            title: alert.title.clone(),
+            service: alert.service.clone(),
+            fired_at: alert.fired_at,
+            kind: event_kind(alert.kind),
+            embedding: self.prepared.title_embedding.clone(),
+            evidence: self.prepared.evidence_keys.clone(),
+            minor: is_minor_severity(alert.severity.as_deref()),
+        }
+    }
+
     fn delivery(&self) -> Delivery<'a> {
         Delivery {
             user_id: self.user_id,
@@ -886,10 +1001,23 @@ struct Plan {
     recorded: Vec<(i64, ReceivedAlertCommand)>,
     /// Deliveries received before (or earlier in the batch), each to be recorded as an entry.
     redelivered: Vec<Redelivery>,
+    /// Alerts held by a grouping rule in an earlier batch, released into the incident their
+    /// group opened: each delivery's id and that incident.
+    released: Vec<(i64, Uuid)>,
+    /// Alerts this batch held: each delivery's id and its placement's position in `placements`.
+    held_here: HashMap<i64, usize>,
     tally: AlertTally,
 }
 
 impl Plan {
+    /// A later firing or recovery of a flapping key: recorded on the incident it flaps in, where
+    /// it opens, joins and resolves nothing.
+    fn flap(&mut self, item: &Item, alert_id: i64, incident_id: Uuid) -> Option<(Uuid, bool)> {
+        self.command(incident_id, item.record_flap(alert_id));
+        self.tally.count(item.alert.source, Fate::Flapping);
+        Some((incident_id, false))
+    }
+
     fn command(&mut self, incident_id: Uuid, command: IncidentCommand) {
         match self.commands.iter_mut().find(|(id, _)| *id == incident_id) {
             Some((_, commands)) => commands.push(command),

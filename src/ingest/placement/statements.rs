@@ -13,7 +13,10 @@ use vigil_projections::{
     incidents::{RowWrites, UserCandidateRow},
 };
 
-use super::{Abort, Item, PlacementError, Plan, SERIALIZATION_FAILURE};
+use super::{
+    noise::{FlapRow, GroupKey},
+    Abort, Item, PlacementError, Plan, SERIALIZATION_FAILURE,
+};
 use crate::ingest::parsers::NormalizedAlert;
 
 /// `(user, from, to)`: where a user's correlation candidates are looked for.
@@ -36,6 +39,10 @@ pub(super) struct Found {
     pub(super) cursors: Vec<(String, i64)>,
     /// `(user, silence generation)` of the users who have or had silences.
     pub(super) silences: Vec<(String, i64)>,
+    /// `(user, grouping rule generation)` of the users who have or had grouping rules.
+    pub(super) rules: Vec<(String, i64)>,
+    /// The flapping facts of the items whose key flaps or recovered lately (alerts, not changes).
+    pub(super) flaps: Vec<FlapRow>,
 }
 
 impl Found {
@@ -50,8 +57,13 @@ impl Found {
             .group_incidents
             .iter()
             .filter_map(|&(_, incident_id, version)| Some((incident_id, version?)));
+        let flapping = self
+            .flaps
+            .iter()
+            .filter_map(|&(_, incident_id, version, ..)| Some((incident_id?, version?)));
         candidates
             .chain(groups)
+            .chain(flapping)
             .map(|(incident_id, version)| (incident_id.to_string(), version))
             .collect()
     }
@@ -70,7 +82,8 @@ pub(super) struct DeliveryRow {
 /// row if an earlier notification recorded it, else a fresh id from the table's sequence; the
 /// open incidents holding the items' occurrences (key and fired-at time); the incidents the items'
 /// keys last went to; the incidents of the recoveries' groups; every user's correlation
-/// candidates; every user's cursor. The reads share the statement's snapshot, and the batch's
+/// candidates; every user's cursor; the generations of the users' silences and grouping rules;
+/// the flapping facts of the items' keys (within `flapping_window`). The reads share the statement's snapshot, and the batch's
 /// write requires the cursors to be where that snapshot found them: so whatever the batch decides
 /// from these reads, no batch of these users has been placed since, which is what makes the
 /// deliveries' deduplication safe without inserting first.
@@ -85,6 +98,7 @@ pub(super) async fn look_up(
     items: &[Item<'_>],
     windows: &[CandidateWindow<'_>],
     max_correlated: i32,
+    flapping_window: chrono::Duration,
 ) -> sqlx::Result<Found> {
     type Lookups = (
         Json<Vec<DeliveryRow>>,
@@ -94,6 +108,8 @@ pub(super) async fn look_up(
         Json<Vec<UserCandidateRow>>,
         Json<Vec<(String, i64)>>,
         Json<Vec<(String, i64)>>,
+        Json<Vec<(String, i64)>>,
+        Json<Vec<FlapRow>>,
     );
     let users: Vec<&str> = items
         .iter()
@@ -101,7 +117,8 @@ pub(super) async fn look_up(
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    let (deliveries, key_holders, earlier, group_incidents, candidates, cursors, silences): Lookups = sqlx::query_as(
+    let (deliveries, key_holders, earlier, group_incidents, candidates, cursors, silences, rules, flaps): Lookups =
+        sqlx::query_as(
         "WITH items AS (
              SELECT (ordinality - 1)::int AS index, user_id, source_type, alert_key, group_key, alert_state,
                     fired_at, resolved, kind
@@ -192,7 +209,32 @@ pub(super) async fn look_up(
               FROM unnest($13::text[]) AS u(user_id)
               LEFT JOIN ingestion_cursors c ON c.user_id = u.user_id),
              (SELECT COALESCE(json_agg(json_build_array(g.user_id, g.generation)), '[]')
-              FROM silence_generations g WHERE g.user_id = ANY($13))",
+              FROM silence_generations g WHERE g.user_id = ANY($13)),
+             (SELECT COALESCE(json_agg(json_build_array(g.user_id, g.generation)), '[]')
+              FROM grouping_rule_generations g WHERE g.user_id = ANY($13)),
+             -- A key's flapping: the incident it flaps in, when it was last delivered, and (for a
+             -- recovery) how many of its latest deliveries are recoveries within the window.
+             (SELECT COALESCE(json_agg(json_build_array(q.index, f.incident_id,
+                         (SELECT i.version FROM incidents i WHERE i.id = f.incident_id),
+                         (SELECT s.received_at FROM source_alerts s
+                          WHERE f.incident_id IS NOT NULL AND s.user_id = q.user_id
+                            AND s.source_type = q.source_type AND s.alert_key = q.alert_key
+                          ORDER BY s.id DESC LIMIT 1),
+                         f.recoveries)), '[]')
+              FROM probed q CROSS JOIN LATERAL (
+                  SELECT (SELECT k.incident_id FROM flapping_keys k
+                          WHERE k.user_id = q.user_id AND k.source_type = q.source_type
+                            AND k.alert_key = q.alert_key) AS incident_id,
+                         CASE WHEN q.resolved THEN (
+                             SELECT count(*) FROM (
+                                 SELECT s.resolved, s.received_at FROM source_alerts s
+                                 WHERE s.user_id = q.user_id AND s.source_type = q.source_type
+                                   AND s.alert_key = q.alert_key
+                                 ORDER BY s.id DESC LIMIT 64) latest
+                             WHERE latest.resolved AND latest.received_at > now() - make_interval(secs => $14))
+                         ELSE 0 END AS recoveries
+              ) f
+              WHERE q.seen AND q.kind = 'alert' AND (f.incident_id IS NOT NULL OR f.recoveries > 0))",
     )
     .bind(items.iter().map(|item| item.user_id).collect::<Vec<_>>())
     .bind(items.iter().map(|item| item.alert.source.as_str()).collect::<Vec<_>>())
@@ -212,6 +254,7 @@ pub(super) async fn look_up(
     .bind(max_correlated)
     .bind(items.iter().map(|item| item.alert.kind.as_str()).collect::<Vec<_>>())
     .bind(&users)
+    .bind(flapping_window.num_milliseconds() as f64 / 1000.0)
     .fetch_one(conn)
     .await?;
     if deliveries.0.len() != items.len() {
@@ -225,7 +268,20 @@ pub(super) async fn look_up(
         candidates: candidates.0,
         cursors: cursors.0,
         silences: silences.0,
+        rules: rules.0,
+        flaps: flaps.0,
     })
+}
+
+/// What `write_batch` writes besides the deliveries: the events, the users' cursors moved on (as
+/// the batch read them), the incidents' read rows, the inbox entries and the grouping rules'
+/// groups the batch changed.
+pub(super) struct Writes<'w> {
+    pub(super) events: &'w [EventRow<'w>],
+    pub(super) cursors: &'w [(String, i64)],
+    pub(super) rows: &'w RowWrites<'w>,
+    pub(super) inbox: &'w InboxWrites,
+    pub(super) groups: &'w [(&'w GroupKey, Option<Uuid>, String)],
 }
 
 /// One event as `write_batch` appends it.
@@ -280,12 +336,20 @@ pub(super) async fn write_batch(
     conn: &mut PgConnection,
     items: &[Item<'_>],
     plan: &Plan,
-    events: &[EventRow<'_>],
-    cursors: &[(String, i64)],
-    rows: &RowWrites<'_>,
-    inbox: &InboxWrites,
+    writes: &Writes<'_>,
 ) -> Result<(), Abort> {
-    let (placements, adoptions) = (&plan.placements, &plan.adoptions);
+    let Writes {
+        events,
+        cursors,
+        rows,
+        inbox,
+        groups,
+    } = writes;
+    let placements = &plan.placements;
+    // Recoveries adopted by the incident that now holds their alert, and held alerts released
+    // into the incident their group opened: each delivery's row takes its incident.
+    let adoptions: Vec<(i64, Uuid)> = plan.adoptions.iter().chain(&plan.released).copied().collect();
+    const GROUPS: usize = 33 + RowWrites::PARAMETERS + InboxWrites::PARAMETERS;
     static STATEMENT: LazyLock<String> = LazyLock::new(|| {
         format!(
             "WITH bumped AS (
@@ -319,6 +383,13 @@ pub(super) async fn write_batch(
                  FROM unnest($31::bigint[], $32::uuid[]) AS a(id, incident_id)
                  WHERE s.id = a.id AND s.incident_id IS NULL
                  RETURNING 1
+             ), grouped AS (
+                 INSERT INTO rule_groups (user_id, rule_id, group_value, incident_id, held, updated_at)
+                 SELECT user_id, rule_id, group_value, incident_id, held::jsonb, now()
+                 FROM unnest(${g}::text[], ${g1}::uuid[], ${g2}::text[], ${g3}::uuid[], ${g4}::text[])
+                     AS g(user_id, rule_id, group_value, incident_id, held)
+                 ON CONFLICT (user_id, rule_id, group_value) DO UPDATE
+                     SET incident_id = EXCLUDED.incident_id, held = EXCLUDED.held, updated_at = EXCLUDED.updated_at
              ), {rows}, {inbox}
              SELECT CASE
                  WHEN (SELECT count(*) FROM bumped) <> cardinality($28::text[])
@@ -329,7 +400,12 @@ pub(super) async fn write_batch(
                      THEN placement_conflict('an incident''s read row was written since the batch read it')
              END",
             rows = RowWrites::ctes(33),
-            inbox = InboxWrites::cte(33 + RowWrites::PARAMETERS)
+            inbox = InboxWrites::cte(33 + RowWrites::PARAMETERS),
+            g = GROUPS,
+            g1 = GROUPS + 1,
+            g2 = GROUPS + 2,
+            g3 = GROUPS + 3,
+            g4 = GROUPS + 4,
         )
     });
     if events.is_empty() && placements.is_empty() && adoptions.is_empty() {
@@ -398,7 +474,19 @@ pub(super) async fn write_batch(
                 .map(|&(_, incident_id)| incident_id)
                 .collect::<Vec<_>>(),
         );
-    match inbox.bind(rows.bind(query)).execute(conn).await {
+    let query = inbox
+        .bind(rows.bind(query))
+        .bind(groups.iter().map(|(key, ..)| key.0.as_str()).collect::<Vec<_>>())
+        .bind(groups.iter().map(|(key, ..)| key.1).collect::<Vec<_>>())
+        .bind(groups.iter().map(|(key, ..)| key.2.as_str()).collect::<Vec<_>>())
+        .bind(
+            groups
+                .iter()
+                .map(|&(_, incident_id, _)| incident_id)
+                .collect::<Vec<_>>(),
+        )
+        .bind(groups.iter().map(|(.., held)| held.as_str()).collect::<Vec<_>>());
+    match query.execute(conn).await {
         Ok(_) => Ok(()),
         Err(sqlx::Error::Database(error))
             if error.is_unique_violation() || error.code().as_deref() == Some(SERIALIZATION_FAILURE) =>
