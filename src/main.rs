@@ -42,7 +42,19 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    vigil::telemetry::init();
+    let traces = vigil::telemetry::init()?;
+    let outcome = run(cli).await;
+    if let Some(traces) = traces {
+        // Off the runtime: the exporter's blocking client must not run on it.
+        let flushed = tokio::task::spawn_blocking(move || traces.shutdown()).await?;
+        if let Err(error) = flushed {
+            eprintln!("traces not all exported: {error}");
+        }
+    }
+    outcome
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let shutdown = CancellationToken::new();

@@ -127,6 +127,8 @@ pub(crate) fn endpoint_url(base_url: &str, path: &str) -> String {
 pub(crate) struct Endpoint {
     client: reqwest::Client,
     url: String,
+    /// The URL's host, which its spans name (never a path or a query, which could carry a key).
+    host: String,
     api_key: Option<ApiKey>,
     timeouts: Timeouts,
     retry: RetryPolicy,
@@ -151,9 +153,14 @@ impl Endpoint {
             .connect_timeout(config.timeouts.connect)
             .build()
             .map_err(LlmError::Transport)?;
+        let url = endpoint_url(&config.base_url, path);
         Ok(Self {
             client,
-            url: endpoint_url(&config.base_url, path),
+            host: reqwest::Url::parse(&url)
+                .ok()
+                .and_then(|url| url.host_str().map(str::to_owned))
+                .unwrap_or_default(),
+            url,
             api_key: config.api_key.clone(),
             timeouts: config.timeouts,
             retry: config.retry,
@@ -162,6 +169,7 @@ impl Endpoint {
 
     /// POSTs `body` as JSON, retrying by the policy, and returns the successful response with its
     /// body still unread, wrapped in the body timeouts.
+    #[tracing::instrument(name = "model call", skip_all, fields(host = %self.host))]
     pub(crate) async fn post(
         &self,
         body: &impl Serialize,

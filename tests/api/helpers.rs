@@ -316,7 +316,7 @@ fn init_test_logging() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
         if std::env::var_os("TEST_LOG").is_some() {
-            vigil::telemetry::init();
+            vigil::telemetry::init().expect("telemetry");
         }
     });
 }

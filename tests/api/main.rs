@@ -33,6 +33,7 @@ mod replay;
 mod request_ids;
 mod resolved_incidents;
 mod silences;
+mod traces;
 mod users;
 mod websocket;
 mod websocket_protocol;

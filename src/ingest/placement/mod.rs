@@ -306,6 +306,19 @@ impl Placer {
         conn: &mut PgConnection,
         batch: &[Notification],
     ) -> Result<Vec<Vec<IngestedAlert>>, PlacementError> {
+        let span = tracing::info_span!(
+            "placement batch",
+            notifications = batch.len(),
+            alerts = batch.iter().map(|n| n.alerts.len()).sum::<usize>(),
+        );
+        tracing::Instrument::instrument(self.place_batch(conn, batch), span).await
+    }
+
+    async fn place_batch(
+        &self,
+        conn: &mut PgConnection,
+        batch: &[Notification],
+    ) -> Result<Vec<Vec<IngestedAlert>>, PlacementError> {
         let mut stale = HashSet::new();
         let mut conflicts = 0;
         let mut mode = Mode::Fast;
