@@ -66,16 +66,7 @@ impl ReadModel<GroupingRule> for GroupingRulesReadModel {
                 .await?;
             }
         }
-        // The projector applies an event once (it skips what the read row's version shows), so
-        // the count is of events, and a replay counts the same.
-        sqlx::query(
-            "INSERT INTO grouping_rule_generations (user_id, generation)
-             SELECT user_id, 1 FROM grouping_rules WHERE id = $1::uuid
-             ON CONFLICT (user_id) DO UPDATE SET generation = grouping_rule_generations.generation + 1",
-        )
-        .bind(&event.aggregate_id)
-        .execute(conn)
-        .await?;
+        crate::generation::bump(conn, "grouping_rule_generations", "grouping_rules", &event.aggregate_id).await?;
         Ok(())
     }
 }

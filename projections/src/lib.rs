@@ -7,6 +7,7 @@ pub mod chat_sessions;
 mod checksum;
 pub mod connections;
 mod error;
+mod generation;
 pub mod grouping_rules;
 pub mod incident_analysis;
 pub mod incidents;

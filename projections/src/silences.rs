@@ -67,16 +67,7 @@ impl ReadModel<Silence> for SilencesReadModel {
                     .await?;
             }
         }
-        // The projector applies an event once (it skips what the read row's version shows), so
-        // the count is of events, and a replay counts the same.
-        sqlx::query(
-            "INSERT INTO silence_generations (user_id, generation)
-             SELECT user_id, 1 FROM silences WHERE id = $1::uuid
-             ON CONFLICT (user_id) DO UPDATE SET generation = silence_generations.generation + 1",
-        )
-        .bind(&event.aggregate_id)
-        .execute(conn)
-        .await?;
+        crate::generation::bump(conn, "silence_generations", "silences", &event.aggregate_id).await?;
         Ok(())
     }
 }

@@ -175,6 +175,13 @@ pub(crate) fn cycle(cycle: i64, resolved: bool) -> Value {
     payload
 }
 
+async fn resolve(app: &TestApp, user: &str, incident: &str) {
+    let body = json!({ "status": "resolved" });
+    let path = format!("/api/incidents/{incident}");
+    let response = app.send_as(user, Method::PATCH, &path, Some(&body)).await;
+    assert_eq!(response.status(), 200);
+}
+
 #[tokio::test]
 async fn a_flapping_alert_is_marked_once_and_its_later_cycles_open_nothing() {
     let app = spawn_app_without_workers().await;
@@ -196,15 +203,7 @@ async fn a_flapping_alert_is_marked_once_and_its_later_cycles_open_nothing() {
     assert_eq!(incident_events(&app, &incident, "FlappingDetected").await, 1);
 
     // Even once resolved, the incident takes the key's cycles rather than a new one opening.
-    let resolve = app
-        .send_as(
-            &user,
-            Method::PATCH,
-            &format!("/api/incidents/{incident}"),
-            Some(&json!({ "status": "resolved" })),
-        )
-        .await;
-    assert_eq!(resolve.status(), 200);
+    resolve(&app, &user, &incident).await;
     let (again, _) = place(&app, &user, &cycle(5, false)).await;
     assert_eq!(again, json!(incident));
     assert_eq!(incident_count(&app, &user).await, incidents);
@@ -249,15 +248,7 @@ async fn a_flapping_key_quiet_for_the_window_opens_incidents_again() {
         1,
         "flapping after two cycles"
     );
-    let resolve = app
-        .send_as(
-            &user,
-            Method::PATCH,
-            &format!("/api/incidents/{incident}"),
-            Some(&json!({ "status": "resolved" })),
-        )
-        .await;
-    assert_eq!(resolve.status(), 200);
+    resolve(&app, &user, &incident).await;
 
     tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
     let (after, _) = place(&app, &user, &cycle(3, false)).await;

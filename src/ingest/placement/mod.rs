@@ -477,7 +477,8 @@ impl Placer {
         // opens names the one it fired in before.
         let mut last_placed: HashMap<(&str, &str, &str), Uuid> =
             keyed(&mut found.earlier.iter().copied(), |alert| alert.key.as_str());
-        let versions_seen = found.versions_seen();
+        let mut versions_seen = found.versions_seen();
+        versions_seen.extend(noise::versions_seen(&groups));
         let mut candidates = self.candidates(found.candidates, &windows, stale);
         let mut plan = Plan::default();
         let mut placed_groups: HashMap<(&str, &str, &str), (Uuid, DateTime<Utc>)> = HashMap::new();

@@ -23,8 +23,9 @@ pub(super) struct HeldAlert {
 
 #[derive(Debug, Default)]
 pub(super) struct RuleGroup {
-    /// The incident the group opened last.
+    /// The incident the group opened last, and its read row's version as the batch read it.
     pub(super) incident_id: Option<Uuid>,
+    pub(super) version: Option<i64>,
     /// How many more alerts that incident takes (0 once it takes no more, or none is open).
     pub(super) room: i64,
     pub(super) held: Vec<HeldAlert>,
@@ -74,9 +75,18 @@ pub(super) async fn read_groups(
     keys: &[GroupKey],
     max_correlated: i32,
 ) -> sqlx::Result<HashMap<GroupKey, RuleGroup>> {
-    type Row = (String, Uuid, String, Option<Uuid>, Json<Vec<HeldAlert>>, i64);
+    type Row = (
+        String,
+        Uuid,
+        String,
+        Option<Uuid>,
+        Option<i64>,
+        Json<Vec<HeldAlert>>,
+        i64,
+    );
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT k.user_id, k.rule_id, k.group_value, g.incident_id, g.held,
+        "SELECT k.user_id, k.rule_id, k.group_value, g.incident_id,
+                (SELECT i.version FROM incidents i WHERE i.id = g.incident_id), g.held,
                 COALESCE((SELECT $4 - i.correlated_alert_count FROM incidents i
                           WHERE i.id = g.incident_id AND i.status = 'investigating' AND i.takes_alerts), 0)::bigint
          FROM unnest($1::text[], $2::uuid[], $3::text[]) AS k(user_id, rule_id, group_value)
@@ -93,9 +103,10 @@ pub(super) async fn read_groups(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(user_id, rule_id, group, incident_id, held, room)| {
+        .map(|(user_id, rule_id, group, incident_id, version, held, room)| {
             let group_state = RuleGroup {
                 incident_id,
+                version,
                 room: room.max(0),
                 held: held.0,
                 changed: false,
@@ -103,6 +114,13 @@ pub(super) async fn read_groups(
             ((user_id, rule_id, group), group_state)
         })
         .collect())
+}
+
+/// The read-row versions of the groups' incidents (what the fast path checks its rows follow).
+pub(super) fn versions_seen(groups: &HashMap<GroupKey, RuleGroup>) -> impl Iterator<Item = (String, i64)> + '_ {
+    groups
+        .values()
+        .filter_map(|group| Some((group.incident_id?.to_string(), group.version?)))
 }
 
 /// The groups a batch changed, as `write_batch` binds them (`user, rule, group, incident, held`).
