@@ -25,8 +25,14 @@
 //! turns. An incident written meanwhile by another path (a PATCH, a merge) surfaces as an
 //! event-sequence conflict or a refused correlation; the batch is then re-placed.
 
+mod candidates;
+mod commands;
+mod decide;
 mod fates;
+mod item;
 mod noise;
+mod notification;
+mod plan;
 mod rules;
 mod statements;
 
@@ -40,34 +46,35 @@ use cqrs_es::{Aggregate, EventEnvelope};
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 use vigil_aggregates::{
-    correlation::{
-        best_match_in, evidence::Evidence, is_minor_severity, topology::Topology, CandidateIncident, CorrelationConfig,
-        Match, NewAlert,
-    },
-    incident::{Correlation, Incident, IncidentCommand, IncidentError},
-    received_alert::{AlertFate, ReceivedAlert, ReceivedAlertCommand, ReceivedAlertError},
+    correlation::{topology::Topology, CorrelationConfig},
+    incident::{Incident, IncidentError},
+    received_alert::{ReceivedAlert, ReceivedAlertError},
 };
 use vigil_projections::{
-    incidents::{CandidateRow, IncidentsReadModel, RowWrites, UserCandidateRow},
-    AppendAnnouncer, ProjectionError, Projector, StoredEvent,
+    incidents::{IncidentsReadModel, RowWrites, UserCandidateRow},
+    AppendAnnouncer, ProjectionError, Projector,
 };
 
 use super::{
     grouping::RuleCache,
-    parsers::{AlertKind, NormalizedAlert, RawPayload},
-    service::{alert_evidence, alert_info, event_kind, IngestedAlert},
+    service::{event_kind, IngestedAlert},
     silences::SilenceCache,
 };
 use crate::{
     error::AppError,
     event_store::Actor,
-    metrics::{AlertTally, Fate, PhaseClock, PlacementMetrics, PlacementPhase},
+    metrics::{AlertTally, PhaseClock, PlacementMetrics, PlacementPhase},
     topology::TopologyCache,
     vector_store::VectorStore,
 };
 
-use fates::{inbox_entries, received_alert_events, Redelivery};
-use noise::{changed_groups, AlertKey, Flaps, GroupKey, RuleGroup};
+use candidates::Candidates;
+use decide::Batch;
+use fates::{inbox_entries, received_alert_events};
+use item::{Delivery, Item};
+use noise::{changed_groups, Flaps, GroupKey, RuleGroup};
+pub use notification::Notification;
+use plan::Plan;
 use statements::{look_up, write_batch, CandidateWindow, EventRow, Writes};
 
 const ACTOR: Actor<'static> = Actor::System("ingestion");
@@ -75,77 +82,6 @@ const ACTOR: Actor<'static> = Actor::System("ingestion");
 const SERIALIZATION_FAILURE: &str = "40001";
 /// How often a batch is re-placed after losing a race with another writer of an incident.
 const MAX_ATTEMPTS: u32 = 8;
-
-/// One notification's alerts, from one user.
-pub struct Notification {
-    pub user_id: String,
-    pub alerts: Vec<NormalizedAlert>,
-    /// What placement needs of each alert (in the order of `alerts`), worked out when the
-    /// notification is made, by the task that submits it: a lane places one batch after another,
-    /// so whatever is done before is taken off every batch's critical path.
-    prepared: Vec<Prepared>,
-}
-
-struct Prepared {
-    /// The raw payload as JSON text (`source_alerts.payload`), shared by a notification's
-    /// alerts that keep it whole.
-    raw_json: Arc<str>,
-    /// The title's embedding (correlation's semantic score).
-    title_embedding: Vec<f32>,
-    /// What the alert names, and its keys sorted (correlation's relation score).
-    evidence: Evidence,
-    evidence_keys: Vec<String>,
-}
-
-impl Notification {
-    /// Normalizes what the store would otherwise round or refuse: PostgreSQL keeps microseconds,
-    /// and the state column 50 characters, so a redelivery must compare equal in both; an index
-    /// entry holds at most ~2.7 kB, so an over-long key is kept as its digest (the same key, the
-    /// same digest: deduplication and recoveries still match). Titles are embedded with
-    /// `vectors`, which must be the placer's. `posted` is the notification's text: the raw
-    /// payload of every alert that keeps it whole.
-    pub fn new(user_id: String, mut alerts: Vec<NormalizedAlert>, posted: &Arc<str>, vectors: &VectorStore) -> Self {
-        for alert in &mut alerts {
-            alert.fired_at = chrono::SubsecRound::trunc_subsecs(alert.fired_at, 6);
-            alert.state = alert.state.chars().take(50).collect();
-            indexable_key(&mut alert.key);
-            indexable_key(&mut alert.group_key);
-        }
-        let prepared = alerts
-            .iter_mut()
-            .map(|alert| {
-                let evidence = alert_evidence(alert);
-                Prepared {
-                    // A narrowed copy is taken, not cloned: placement needs only its text, and the
-                    // tree is freed here, by the task that built it, rather than by the lane.
-                    raw_json: match std::mem::replace(&mut alert.raw, RawPayload::Whole) {
-                        RawPayload::Whole => posted.clone(),
-                        RawPayload::Narrowed(narrowed) => narrowed.to_string().into(),
-                    },
-                    title_embedding: vectors.embed(&alert.title),
-                    evidence_keys: evidence.sorted_keys(),
-                    evidence,
-                }
-            })
-            .collect();
-        Self {
-            user_id,
-            alerts,
-            prepared,
-        }
-    }
-}
-
-/// The longest key stored as it came (bytes); longer ones are stored as [`indexable_key`]'s digest.
-const MAX_STORED_KEY_BYTES: usize = 512;
-
-/// Replaces a key too long for the delivery indexes by `sha256:` and its digest in hex.
-fn indexable_key(key: &mut String) {
-    use sha2::{Digest, Sha256};
-    if key.len() > MAX_STORED_KEY_BYTES {
-        *key = format!("sha256:{}", hex::encode(Sha256::digest(key.as_bytes())));
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
@@ -236,9 +172,6 @@ impl Default for Flapping {
 
 /// How placement's connections name themselves to the database (`pg_stat_activity`).
 pub const LANE_APPLICATION_NAME: &str = "vigil ingestion lane";
-
-/// Incidents [`Placer::known`] keeps at most before it starts over.
-const KNOWN_INCIDENTS: usize = 20_000;
 
 impl Placer {
     pub fn new(
@@ -408,10 +341,10 @@ impl Placer {
             })
             .collect();
         let windows = self.candidate_windows(items.iter().filter(|item| !item.alert.resolved));
-        let found = look_up(conn, &items, &windows, self.max_correlated(), self.flapping.window).await?;
+        let mut found = look_up(conn, &items, &windows, self.max_correlated(), self.flapping.window).await?;
         let users: Vec<&str> = windows.iter().map(|window| window.0).collect();
         let topologies = self.topologies.for_users(conn, &users).await?;
-        let no_topology = Topology::default();
+        let _no_topology = Topology::default();
         let now = Utc::now();
         let silences = self.silences.in_force(conn, &found.silences, now).await?;
         let rules = self.rules.in_force(conn, &found.rules).await?;
@@ -442,209 +375,20 @@ impl Placer {
         );
         clock.lap(PlacementPhase::Lookup);
         let deliveries: Vec<Delivery> = items.iter().map(Item::delivery).collect();
-        // The first item of each delivery not recorded before places it (with the id reserved
-        // for it); later copies in the batch and earlier deliveries only report where it went.
-        let mut claimed: HashMap<&Delivery, i64> = HashMap::new();
-        let fresh: Vec<Option<i64>> = deliveries
-            .iter()
-            .zip(&found.deliveries)
-            .map(|(delivery, row)| match (row.recorded, claimed.entry(delivery)) {
-                (false, std::collections::hash_map::Entry::Vacant(first)) => Some(*first.insert(row.id)),
-                _ => None,
-            })
-            .collect();
-        let keyed = |incidents: &mut dyn Iterator<Item = (usize, Uuid)>, part: fn(&NormalizedAlert) -> &str| {
-            incidents
-                .map(|(index, incident_id)| {
-                    let item = &items[index];
-                    (
-                        (item.user_id, item.alert.source.as_str(), part(item.alert)),
-                        incident_id,
-                    )
-                })
-                .collect::<HashMap<(&str, &str, &str), Uuid>>()
-        };
-        let recoveries = keyed(
-            &mut found.group_incidents.iter().map(|&(index, id, _)| (index, id)),
-            |alert| alert.group_key.as_str(),
-        );
-        let holders: HashMap<Occurrence, Uuid> = found
-            .key_holders
-            .iter()
-            .map(|&(index, incident_id)| (items[index].occurrence(), incident_id))
-            .collect();
-        // Where each key was last placed, kept current through the batch: a new incident a key
-        // opens names the one it fired in before.
-        let mut last_placed: HashMap<(&str, &str, &str), Uuid> =
-            keyed(&mut found.earlier.iter().copied(), |alert| alert.key.as_str());
         let mut versions_seen = found.versions_seen();
         versions_seen.extend(noise::versions_seen(&groups));
-        let mut candidates = self.candidates(found.candidates, &windows, stale);
-        let mut plan = Plan::default();
-        let mut placed_groups: HashMap<(&str, &str, &str), (Uuid, DateTime<Utc>)> = HashMap::new();
-        let mut placed_occurrences: HashMap<Occurrence, Uuid> = HashMap::new();
-        let mut adopted = HashSet::new();
-        for (index, (item, alert_id)) in items.iter().zip(&fresh).enumerate() {
-            let alert = item.alert;
-            let group = (item.user_id, alert.source.as_str(), alert.group_key.as_str());
-            // A deployment's success resolves only a failure that came before it.
-            let recovery_target = || {
-                placed_groups
-                    .get(&group)
-                    .filter(|&&(_, fired_at)| alert.kind != AlertKind::Deployment || fired_at <= alert.fired_at)
-                    .map(|&(incident_id, _)| incident_id)
-                    .or_else(|| recoveries.get(&group).copied())
-            };
-            let Some(alert_id) = *alert_id else {
-                // A recovery recorded while no incident held its alert (it came ahead of its
-                // firing), delivered again now that one does: it resolves that incident, once.
-                let row = &found.deliveries[index];
-                let mut fate = Fate::Deduplicated;
-                let mut went_to = row.incident_id;
-                if alert.resolved && row.recorded && row.incident_id.is_none() && adopted.insert(row.id) {
-                    if let Some(incident_id) = recovery_target() {
-                        plan.command(incident_id, item.resolve_alert(row.id));
-                        plan.adoptions.push((row.id, incident_id));
-                        fate = Fate::Resolved;
-                        went_to = Some(incident_id);
-                    }
-                }
-                plan.tally.count(alert.source, fate);
-                // Recorded as an inbox entry of its own: one from an earlier batch under an id to
-                // be reserved, a copy within this batch under the id reserved for it and unused.
-                let redelivery = if row.recorded {
-                    Redelivery {
-                        index,
-                        entry: None,
-                        of: row.id,
-                        incident_id: went_to,
-                    }
-                } else {
-                    let of = claimed[&deliveries[index]];
-                    Redelivery {
-                        index,
-                        entry: Some(row.id),
-                        of,
-                        incident_id: plan
-                            .placements
-                            .iter()
-                            .find(|placed| placed.1 == of)
-                            .and_then(|placed| placed.2.map(|(id, _)| id)),
-                    }
-                };
-                plan.redelivered.push(redelivery);
-                continue;
-            };
-            let occurrence = item.occurrence();
-            let flapping_in = flaps
-                .flapping_in(&item.key())
-                .filter(|_| alert.kind == AlertKind::Alert);
-            let placement = if let (true, Some(incident_id)) = (alert.resolved, flapping_in) {
-                plan.flap(item, alert_id, incident_id)
-            } else if alert.resolved {
-                let incident = recovery_target();
-                if let Some(incident_id) = incident {
-                    plan.command(incident_id, item.resolve_alert(alert_id));
-                    let recoveries = (alert.kind == AlertKind::Alert)
-                        .then(|| flaps.recovered(item.key()))
-                        .flatten();
-                    if let Some(recoveries) = recoveries {
-                        plan.command(incident_id, item.mark_flapping(recoveries, self.flapping.window));
-                        flaps.flagged(item.key(), incident_id);
-                    }
-                }
-                let fate = if incident.is_some() {
-                    Fate::Resolved
-                } else {
-                    plan.recorded.push(item.record(alert_id, AlertFate::Unmatched));
-                    Fate::Unmatched
-                };
-                plan.tally.count(alert.source, fate);
-                incident.map(|incident_id| (incident_id, false))
-            } else if let Some(&incident_id) = placed_occurrences.get(&occurrence).or_else(|| holders.get(&occurrence))
-            {
-                // A state change of an alert an open incident already holds (acknowledged, re-notified).
-                plan.tally.count(alert.source, Fate::Updated);
-                plan.recorded
-                    .push(item.record(alert_id, AlertFate::Updated { incident_id }));
-                Some((incident_id, false))
-            } else if let Some(silence_ids) = silences.matching(item.user_id, alert) {
-                plan.recorded
-                    .push(item.record(alert_id, AlertFate::Silenced { silence_ids }));
-                plan.tally.count(alert.source, Fate::Silenced);
-                None
-            } else if let Some(incident_id) = flapping_in {
-                plan.flap(item, alert_id, incident_id)
-            } else if let Some((rule, key)) = &rule_hits[index] {
-                let user_candidates = candidates.entry(item.user_id).or_default();
-                let group = groups.entry(key.clone()).or_default();
-                let by_rule = rules::ByRule {
-                    rule,
-                    group,
-                    stale,
-                    max_correlated: self.correlation.max_alerts_per_incident() as usize,
-                    now,
-                };
-                by_rule.place(&mut plan, user_candidates, item, alert_id, &self.vectors)
-            } else {
-                let user_candidates = candidates.entry(item.user_id).or_default();
-                let new_alert = item.new_alert();
-                let topology = topologies.get(item.user_id).map_or(&no_topology, |t| t.as_ref());
-                match best_match_in(&new_alert, &user_candidates.scored, &self.correlation, topology) {
-                    Some(found) => {
-                        let details = user_candidates.details(&found, &item.prepared.evidence);
-                        let bridges = found
-                            .bridges
-                            .iter()
-                            .map(|&(index, _)| user_candidates.ids[index])
-                            .collect();
-                        let (score, strategy) = (found.score.total, found.score.strategy);
-                        plan.tally.correlated(alert.source, strategy, score);
-                        let incident_id = user_candidates.took_alert(found.index, new_alert);
-                        plan.command(
-                            incident_id,
-                            IncidentCommand::CorrelateAlert {
-                                user_id: item.user_id.to_owned(),
-                                alert: alert_info(alert_id, alert, &item.prepared.evidence),
-                                correlation: Correlation {
-                                    strategy: strategy.as_str().to_owned(),
-                                    score: score.clamp(0.0, 1.0),
-                                    details,
-                                },
-                                max_correlated_alerts: self.correlation.max_alerts_per_incident() as usize,
-                                bridges,
-                                at: Utc::now(),
-                            },
-                        );
-                        Some((incident_id, true))
-                    }
-                    None => {
-                        let incident_id = Uuid::new_v4();
-                        let key = (item.user_id, alert.source.as_str(), alert.key.as_str());
-                        plan.command(
-                            incident_id,
-                            IncidentCommand::Open {
-                                incident_id,
-                                user_id: item.user_id.to_owned(),
-                                alert: alert_info(alert_id, alert, &item.prepared.evidence),
-                                previous_incident_id: last_placed.get(&key).copied(),
-                                at: Utc::now(),
-                            },
-                        );
-                        plan.opened.push(incident_id);
-                        plan.tally.count(alert.source, Fate::Opened);
-                        user_candidates.opened(incident_id, new_alert);
-                        Some((incident_id, false))
-                    }
-                }
-            };
-            if let (Some((incident_id, _)), false) = (placement, alert.resolved) {
-                placed_occurrences.insert(occurrence, incident_id);
-                placed_groups.insert(group, (incident_id, alert.fired_at));
-                last_placed.insert((item.user_id, alert.source.as_str(), alert.key.as_str()), incident_id);
-            }
-            plan.placements.push((index, alert_id, placement));
-        }
+        let candidates = self.candidates(std::mem::take(&mut found.candidates), &windows, stale);
+        let read = Batch {
+            items: &items,
+            deliveries: &deliveries,
+            found: &found,
+            topologies: &topologies,
+            silences: &silences,
+            rule_hits: &rule_hits,
+            stale,
+            now,
+        };
+        let mut plan = self.decide(&read, candidates, &mut groups, &mut flaps);
         let (streams, states) = self
             .run_commands(conn, std::mem::take(&mut plan.commands), &plan.opened)
             .await?;
@@ -770,101 +514,6 @@ impl Placer {
         }
         candidates
     }
-
-    /// Runs each incident's commands through the aggregate, in order, from its current state
-    /// (`opened`: the incidents the commands open). Returns the events to append and the
-    /// incidents' states after them.
-    async fn run_commands(
-        &self,
-        conn: &mut PgConnection,
-        commands: Vec<(Uuid, Vec<IncidentCommand>)>,
-        opened: &[Uuid],
-    ) -> Result<Commanded, Abort> {
-        let opened: HashSet<Uuid> = opened.iter().copied().collect();
-        // Taken out rather than cloned: an attempt that does not commit leaves them to be read
-        // again from their events.
-        let mut current: HashMap<Uuid, (Incident, usize)> = {
-            let mut known = self.known.lock().expect("placement cache lock");
-            commands
-                .iter()
-                .filter_map(|(id, _)| Some((*id, known.remove(id)?)))
-                .collect()
-        };
-        let remembered: HashSet<Uuid> = current.keys().copied().collect();
-        let unknown: Vec<String> = commands
-            .iter()
-            .map(|(id, _)| *id)
-            .filter(|id| !opened.contains(id) && !current.contains_key(id))
-            .map(|id| id.to_string())
-            .collect();
-        if !unknown.is_empty() {
-            let stored: Vec<StoredEvent> = sqlx::query_as(&format!(
-                "{} WHERE aggregate_type = $1 AND aggregate_id = ANY($2) ORDER BY aggregate_id, sequence",
-                StoredEvent::SELECT
-            ))
-            .bind(Incident::TYPE)
-            .bind(&unknown)
-            .fetch_all(&mut *conn)
-            .await?;
-            for event in &stored {
-                let envelope = event.envelope::<Incident>()?;
-                let Ok(id) = Uuid::parse_str(&envelope.aggregate_id) else {
-                    continue;
-                };
-                let (incident, sequence) = current.entry(id).or_default();
-                incident.apply(envelope.payload);
-                *sequence = envelope.sequence;
-            }
-        }
-        let metadata = ACTOR.metadata();
-        let mut streams = Vec::with_capacity(commands.len());
-        for (incident_id, commands) in commands {
-            let aggregate_id = incident_id.to_string();
-            let (incident, sequence) = current.entry(incident_id).or_default();
-            let mut events = Vec::new();
-            for command in commands {
-                let decided = match incident.decide(command) {
-                    Ok(decided) => decided,
-                    Err(IncidentError::NotCorrelatable(_)) => {
-                        return Err(Abort::StaleCandidate {
-                            incident_id,
-                            remembered: remembered.contains(&incident_id),
-                        })
-                    }
-                    Err(source) => return Err(Abort::Failed(PlacementError::Refused { incident_id, source })),
-                };
-                for event in decided {
-                    *sequence += 1;
-                    incident.apply_event(&event);
-                    events.push(EventEnvelope {
-                        aggregate_id: aggregate_id.clone(),
-                        sequence: *sequence,
-                        payload: event,
-                        metadata: metadata.clone(),
-                    });
-                }
-            }
-            if !events.is_empty() {
-                streams.push((aggregate_id, events));
-            }
-        }
-        Ok((streams, current))
-    }
-
-    fn remember(&self, states: HashMap<Uuid, (Incident, usize)>) {
-        let mut known = self.known.lock().expect("placement cache lock");
-        if known.len() + states.len() > KNOWN_INCIDENTS {
-            known.clear();
-        }
-        known.extend(states);
-    }
-
-    /// Drops what placement knows of every user's incidents in the batch (another writer got there first).
-    fn forget(&self, batch: &[Notification]) {
-        let users: HashSet<&str> = batch.iter().map(|n| n.user_id.as_str()).collect();
-        let mut known = self.known.lock().expect("placement cache lock");
-        known.retain(|_, (incident, _)| !users.contains(incident.user_id()));
-    }
 }
 
 /// How an attempt at a batch runs.
@@ -897,267 +546,6 @@ struct Placed {
     tally: AlertTally,
 }
 
-type Commanded = (
-    Vec<(String, Vec<EventEnvelope<Incident>>)>,
-    HashMap<Uuid, (Incident, usize)>,
-);
-
-struct Item<'a> {
-    notification: usize,
-    user_id: &'a str,
-    alert: &'a NormalizedAlert,
-    prepared: &'a Prepared,
-}
-
-/// What makes a delivery unique (the `source_alerts_delivery` constraint).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Delivery<'a> {
-    user_id: &'a str,
-    source_type: &'a str,
-    alert_key: &'a str,
-    alert_state: &'a str,
-    fired_at: DateTime<Utc>,
-}
-
-/// An occurrence of an alert: its key and when it fired. The same key firing again (after its
-/// recovery, or with its recovery never sent) is a new alert, correlated or opening an incident
-/// like any other; only an occurrence's state changes (acknowledged, notified again) stay with the
-/// incident that holds it, as they are.
-type Occurrence<'a> = (&'a str, &'a str, &'a str, DateTime<Utc>);
-
-impl<'a> Item<'a> {
-    fn occurrence(&self) -> Occurrence<'a> {
-        (
-            self.user_id,
-            self.alert.source.as_str(),
-            &self.alert.key,
-            self.alert.fired_at,
-        )
-    }
-
-    /// The recovery this item is, as the command that resolves its alert in an incident.
-    fn resolve_alert(&self, source_alert_id: i64) -> IncidentCommand {
-        IncidentCommand::ResolveAlert {
-            user_id: self.user_id.to_owned(),
-            source_type: self.alert.source.as_str().to_owned(),
-            alert_key: self.alert.key.clone(),
-            source_alert_id,
-            at: Utc::now(),
-        }
-    }
-
-    fn key(&self) -> AlertKey<'a> {
-        (self.user_id, self.alert.source.as_str(), &self.alert.key)
-    }
-
-    /// A later firing or recovery of this item's flapping key, as the command recording it.
-    fn record_flap(&self, source_alert_id: i64) -> IncidentCommand {
-        IncidentCommand::RecordFlap {
-            user_id: self.user_id.to_owned(),
-            source_type: self.alert.source.as_str().to_owned(),
-            alert_key: self.alert.key.clone(),
-            source_alert_id,
-            resolved: self.alert.resolved,
-            fired_at: self.alert.fired_at,
-            at: Utc::now(),
-        }
-    }
-
-    /// This recovery made its key flapping: the `recoveries`th within `window`.
-    fn mark_flapping(&self, recoveries: u32, window: chrono::Duration) -> IncidentCommand {
-        IncidentCommand::MarkFlapping {
-            user_id: self.user_id.to_owned(),
-            source_type: self.alert.source.as_str().to_owned(),
-            alert_key: self.alert.key.clone(),
-            recoveries,
-            window_seconds: window.num_seconds(),
-            at: Utc::now(),
-        }
-    }
-
-    /// The alert as the correlator scores it.
-    fn new_alert(&self) -> NewAlert {
-        let alert = self.alert;
-        NewAlert {
-            title: alert.title.clone(),
-            service: alert.service.clone(),
-            fired_at: alert.fired_at,
-            kind: event_kind(alert.kind),
-            embedding: self.prepared.title_embedding.clone(),
-            evidence: self.prepared.evidence_keys.clone(),
-            minor: is_minor_severity(alert.severity.as_deref()),
-        }
-    }
-
-    fn delivery(&self) -> Delivery<'a> {
-        Delivery {
-            user_id: self.user_id,
-            source_type: self.alert.source.as_str(),
-            alert_key: &self.alert.key,
-            alert_state: &self.alert.state,
-            fired_at: self.alert.fired_at,
-        }
-    }
-}
-
-#[derive(Default)]
-struct Plan {
-    /// Commands per incident, incidents in the order first commanded.
-    commands: Vec<(Uuid, Vec<IncidentCommand>)>,
-    /// Incidents the batch opens.
-    opened: Vec<Uuid>,
-    placements: Vec<Placement>,
-    /// Recoveries recorded before any incident held their alert (delivered ahead of its firing),
-    /// delivered again now that one does: each row's id and the incident it now resolves.
-    adoptions: Vec<(i64, Uuid)>,
-    /// Fates no incident's events record (silenced, unmatched, updated, redelivered): each
-    /// entry's id, and the command recording it on the entry's own stream.
-    recorded: Vec<(i64, ReceivedAlertCommand)>,
-    /// Deliveries received before (or earlier in the batch), each to be recorded as an entry.
-    redelivered: Vec<Redelivery>,
-    /// Alerts held by a grouping rule in an earlier batch, released into the incident their
-    /// group opened: each delivery's id and that incident.
-    released: Vec<(i64, Uuid)>,
-    /// Alerts this batch held: each delivery's id and its placement's position in `placements`.
-    held_here: HashMap<i64, usize>,
-    tally: AlertTally,
-}
-
-impl Plan {
-    /// A later firing or recovery of a flapping key: recorded on the incident it flaps in, where
-    /// it opens, joins and resolves nothing.
-    fn flap(&mut self, item: &Item, alert_id: i64, incident_id: Uuid) -> Option<(Uuid, bool)> {
-        self.command(incident_id, item.record_flap(alert_id));
-        self.tally.count(item.alert.source, Fate::Flapping);
-        Some((incident_id, false))
-    }
-
-    fn command(&mut self, incident_id: Uuid, command: IncidentCommand) {
-        match self.commands.iter_mut().find(|(id, _)| *id == incident_id) {
-            Some((_, commands)) => commands.push(command),
-            None => self.commands.push((incident_id, vec![command])),
-        }
-    }
-}
-
-/// Item index, its alert id, and the incident it went to (with whether it correlated).
-type Placement = (usize, i64, Option<(Uuid, bool)>);
-
-/// One user's open incidents as the correlator scores them, kept current while the batch is
-/// placed (counts, services and alert times grow as alerts join; new incidents are added).
-#[derive(Default)]
-struct Candidates {
-    ids: Vec<Uuid>,
-    scored: Vec<CandidateIncident>,
-}
-
-impl Candidates {
-    fn push(&mut self, row: CandidateRow, vectors: &VectorStore) {
-        let title = row.alert_title.unwrap_or_default();
-        self.ids.push(row.id);
-        self.scored.push(CandidateIncident {
-            // Computed again rather than read back: an incident's title never changes, the stored
-            // vector (`IncidentEmbeddings`) is this one, and it is a few kilobytes of JSON per
-            // candidate per batch where computing it takes microseconds.
-            embedding: vectors.embed(&title),
-            title,
-            primary_service: row.alert_service,
-            affected_services: row.affected_services,
-            alert_times: vec![row.started_at, row.last_alert_at],
-            correlated_alert_count: row.correlated_alert_count.max(0) as u32,
-            // Kept in byte order by the projection (`COLLATE "C"`): sorted again only if not.
-            evidence: if row.evidence.is_sorted() {
-                row.evidence
-            } else {
-                sorted_keys(row.evidence)
-            },
-        });
-    }
-
-    fn opened(&mut self, incident_id: Uuid, alert: NewAlert) {
-        self.ids.push(incident_id);
-        self.scored.push(CandidateIncident {
-            title: alert.title,
-            affected_services: alert.service.iter().cloned().collect(),
-            primary_service: alert.service,
-            alert_times: vec![alert.fired_at, alert.fired_at],
-            correlated_alert_count: 0,
-            embedding: alert.embedding,
-            evidence: alert.evidence,
-        });
-    }
-
-    /// Folds a correlated alert in as the projection will: one more alert, its service among the
-    /// affected ones, its evidence among the incident's, and the latest alert time moved on.
-    fn took_alert(&mut self, index: usize, alert: NewAlert) -> Uuid {
-        let candidate = &mut self.scored[index];
-        candidate.correlated_alert_count += 1;
-        if let Some(service) = &alert.service {
-            if !candidate.affected_services.contains(service) {
-                candidate.affected_services.push(service.clone());
-                candidate.affected_services.sort();
-            }
-        }
-        if let Some(last) = candidate.alert_times.last_mut() {
-            *last = (*last).max(alert.fired_at);
-        }
-        let evidence = std::mem::take(&mut candidate.evidence);
-        candidate.evidence = merged(evidence, alert.evidence);
-        self.ids[index]
-    }
-
-    /// The stored `correlation_details` of a match: the score, the entities the alert names, the
-    /// runner-up incident and the incidents the alert bridges (merged by `ingest::bridging`).
-    fn details(&self, found: &Match, evidence: &Evidence) -> serde_json::Value {
-        let mut details = found.score.to_details();
-        details["entities"] = serde_json::json!(evidence.entities);
-        if let Some((index, total)) = found.runner_up {
-            details["runner_up"] = serde_json::json!({ "incident_id": self.ids[index], "total": total });
-        }
-        if !found.bridges.is_empty() {
-            let bridges: Vec<_> = found
-                .bridges
-                .iter()
-                .map(|&(index, total)| serde_json::json!({ "incident_id": self.ids[index], "total": total }))
-                .collect();
-            details["bridges"] = serde_json::json!(bridges);
-        }
-        details
-    }
-}
-
-/// Two sorted, deduplicated key lists as one, in one pass (an incident taking an alert: its
-/// thousands of keys are not sorted again).
-fn merged(a: Vec<String>, b: Vec<String>) -> Vec<String> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
-    loop {
-        let next = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => match x.cmp(y) {
-                std::cmp::Ordering::Less => a.next(),
-                std::cmp::Ordering::Greater => b.next(),
-                std::cmp::Ordering::Equal => {
-                    b.next();
-                    a.next()
-                }
-            },
-            (Some(_), None) => a.next(),
-            (None, Some(_)) => b.next(),
-            (None, None) => break,
-        };
-        out.extend(next);
-    }
-    out
-}
-
-/// Sorted and deduplicated, as the correlator looks keys up ([`CandidateIncident::evidence`]).
-fn sorted_keys(keys: impl IntoIterator<Item = String>) -> Vec<String> {
-    let mut keys: Vec<String> = keys.into_iter().collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys
-}
-
 /// `BEGIN`, then a lock on every user of the batch, in one round trip and two statements (a
 /// simple query may hold several; the keys are integers, so nothing is spliced in but digits).
 /// The locks are taken in one order everywhere (the select list is evaluated in order), so that
@@ -1184,20 +572,4 @@ fn user_lock_key(user_id: &str) -> i64 {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(format!("ingest/{user_id}").as_bytes());
     i64::from_be_bytes(digest[..8].try_into().expect("a SHA-256 digest has 8 bytes to spare"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::merged;
-
-    #[test]
-    fn merged_keys_stay_sorted_and_unique() {
-        let keys = |list: &[&str]| list.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>();
-        assert_eq!(
-            merged(keys(&["a", "c", "e"]), keys(&["b", "c", "f"])),
-            keys(&["a", "b", "c", "e", "f"])
-        );
-        assert_eq!(merged(Vec::new(), keys(&["x"])), keys(&["x"]));
-        assert_eq!(merged(keys(&["x"]), Vec::new()), keys(&["x"]));
-    }
 }
