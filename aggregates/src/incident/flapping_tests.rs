@@ -2,6 +2,7 @@
 //! incident's status.
 
 use chrono::{DateTime, TimeZone, Utc};
+use cqrs_es::DomainEvent;
 use serde_json::json;
 use uuid::Uuid;
 
