@@ -20,7 +20,10 @@ mod source_f;
 mod source_g;
 mod source_h;
 mod source_i;
+mod tags;
+mod time;
 mod value;
+mod vocabulary;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -3,8 +3,12 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::value::{normalize_severity, unless_same_as, EpochUnit, Obj};
 use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{
+    time::EpochUnit,
+    value::Obj,
+    vocabulary::{normalize_severity, unless_same_as},
+};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<Vec<NormalizedAlert>, ParseError> {
     let notification = Obj::root(payload)?;

@@ -3,8 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::value::{normalize_severity, present_labels, EpochUnit, Obj};
 use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{tags::present_labels, time::EpochUnit, value::Obj, vocabulary::normalize_severity};
 
 /// `None` for an event that changes no alert: one about something other than an incident (the
 /// subscription's `pagey.ping`, a service updated), or an incident event whose data is something

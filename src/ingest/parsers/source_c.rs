@@ -4,8 +4,13 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::value::{normalize_severity, present_labels, unless_same_as, EpochUnit, Obj};
 use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{
+    tags::present_labels,
+    time::EpochUnit,
+    value::Obj,
+    vocabulary::{normalize_severity, unless_same_as},
+};
 
 /// The fields of one alarm, whichever shape it came in.
 struct Alarm {

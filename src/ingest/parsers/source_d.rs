@@ -3,10 +3,13 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::value::{
-    find_tag, is_word, normalize_severity, parse_tag_text, tags_to_labels, unless_same_as, EpochUnit, Obj, Tag,
-};
 use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{
+    tags::{find_tag, parse_tag_text, tags_to_labels, Tag},
+    time::EpochUnit,
+    value::Obj,
+    vocabulary::{is_word, normalize_severity, unless_same_as},
+};
 
 /// Bracketed words the tool puts in front of a monitor's name, such as `[Triggered on {...}]` or `[P2]`.
 const TITLE_MARKERS: [&str; 8] = [

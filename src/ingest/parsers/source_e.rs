@@ -4,8 +4,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::value::{normalize_severity, EpochUnit, Obj};
 use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{time::EpochUnit, value::Obj, vocabulary::normalize_severity};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;

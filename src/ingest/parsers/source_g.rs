@@ -4,11 +4,15 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::value::{
-    deployment_group_key, deployment_severity, is_deployment_in_progress, is_deployment_success, present_labels,
-    unless_same_as, EpochUnit, Obj,
-};
 use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{
+    tags::present_labels,
+    time::EpochUnit,
+    value::Obj,
+    vocabulary::{
+        deployment_group_key, deployment_severity, is_deployment_in_progress, is_deployment_success, unless_same_as,
+    },
+};
 
 /// `None` for a run still in progress (`RUNNING`, `STARTED`...): it reports no outcome, so it
 /// neither opens an incident nor resolves one.

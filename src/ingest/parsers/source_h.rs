@@ -4,8 +4,13 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::value::{find_tag, is_word, normalize_severity, tags_to_labels, unless_same_as, EpochUnit, Obj, Tag};
 use super::{account, AlertKind, NormalizedAlert, ParseError, RawPayload, Source};
+use super::{
+    tags::{find_tag, tags_to_labels, Tag},
+    time::EpochUnit,
+    value::Obj,
+    vocabulary::{is_word, normalize_severity, unless_same_as},
+};
 
 pub(super) fn parse(payload: &Value, received_at: DateTime<Utc>) -> Result<NormalizedAlert, ParseError> {
     let root = Obj::root(payload)?;
