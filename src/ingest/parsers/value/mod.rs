@@ -467,5 +467,4 @@ fn label_text(value: &Value) -> Option<String> {
 }
 
 #[cfg(test)]
-#[path = "value_tests.rs"]
 mod tests;
