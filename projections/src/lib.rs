@@ -16,15 +16,14 @@ mod projector;
 pub mod silences;
 mod tail;
 pub mod topology;
+mod wake;
 
 pub use checksum::{checksums, TableChecksum};
 pub use error::ProjectionError;
 pub use lag::{lag, ConsumerLag};
 pub use projector::{load_all, Projector, ReadModel};
-pub use tail::{
-    listen_for_appends, replay, replay_in_batches, AppendAnnouncer, EventConsumer, Payloads, StoredEvent, Tail,
-    TailWakers, EVENTS_CHANNEL,
-};
+pub use tail::{replay, replay_in_batches, EventConsumer, Payloads, StoredEvent, Tail, EVENTS_CHANNEL};
+pub use wake::{listen_for_appends, AppendAnnouncer, TailWakers};
 
 /// `sql` with each parameter `$n` renumbered `$(n + offset)`, so that a statement's parts written
 /// apart (a read model's row writes, say) can be put in one statement after other parameters.

@@ -13,7 +13,7 @@ use vigil_aggregates::{
     ledger::Conclusion,
 };
 
-use super::{write_rows, AlertsJoined, RowWrites};
+use super::rows::{write_rows, AlertsJoined, RowWrites};
 use crate::ProjectionError;
 
 /// The columns other than the alerts that a run of events sets, as its last event leaves them
