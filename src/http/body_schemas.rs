@@ -2,7 +2,7 @@
 //! JSON Schema (2020-12, the dialect of OpenAPI 3.1).
 //!
 //! The nine ingestion payloads say what `ingest::parsers` accepts: every field a parser reads, with the
-//! JSON types its reader takes (`parsers/value.rs`), and what it requires. Fields no parser reads
+//! JSON types its reader takes (`parsers/value/`), and what it requires. Fields no parser reads
 //! are free. A body the schema allows is accepted, and one it refuses is a 400, so client
 //! generators and fuzzers see the real contract.
 //!
