@@ -35,9 +35,6 @@ use futures::Stream;
 use serde_json::{json, Value};
 use tokio::{net::TcpListener, task::JoinHandle};
 
-/// Length of the vectors `/v1/embeddings` answers with.
-pub const FAKE_EMBEDDING_DIMENSIONS: usize = 8;
-
 /// Text replies are streamed in pieces of this many characters, tool-call arguments in pieces of
 /// `ARGUMENT_PIECE_CHARS`.
 const TEXT_PIECE_CHARS: usize = 5;
@@ -46,8 +43,7 @@ const ARGUMENT_PIECE_CHARS: usize = 8;
 /// A running fake server; it stops accepting connections when dropped.
 ///
 /// `POST /v1/chat/completions` answers with the next [`Reply`] pushed, in FIFO order, or with the
-/// default reply when none is left. `POST /v1/embeddings` answers with [`fake_embedding`] of each
-/// input. Both record every JSON body they receive.
+/// default reply when none is left. It records every JSON body it receives.
 #[derive(Debug)]
 pub struct FakeOpenAi {
     base_url: String,
@@ -61,7 +57,6 @@ struct ServerState {
     default_reply: Option<Reply>,
     api_key: Option<String>,
     requests: Vec<Value>,
-    embedding_requests: Vec<Value>,
 }
 
 type SharedState = Arc<Mutex<ServerState>>;
@@ -76,7 +71,6 @@ impl FakeOpenAi {
         let state = SharedState::default();
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
-            .route("/v1/embeddings", post(embeddings))
             .with_state(Arc::clone(&state));
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("fake OpenAI server runs");
@@ -112,11 +106,6 @@ impl FakeOpenAi {
     /// The bodies of all chat requests received so far, in order, answered or refused.
     pub fn requests(&self) -> Vec<Value> {
         lock(&self.state).requests.clone()
-    }
-
-    /// The bodies of all embeddings requests received so far, in order.
-    pub fn embedding_requests(&self) -> Vec<Value> {
-        lock(&self.state).embedding_requests.clone()
     }
 }
 
@@ -408,38 +397,6 @@ fn delayed(events: Vec<String>, delay: Duration) -> impl Stream<Item = Result<Ev
     }
 }
 
-async fn embeddings(State(state): State<SharedState>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
-    {
-        let mut state = lock(&state);
-        state.embedding_requests.push(body.clone());
-        if let Some(refusal) = check_api_key(&state, &headers) {
-            return refusal;
-        }
-    }
-    let inputs: Vec<&str> = match &body["input"] {
-        Value::String(input) => vec![input],
-        Value::Array(inputs) if inputs.iter().all(Value::is_string) => {
-            inputs.iter().filter_map(Value::as_str).collect()
-        }
-        _ => return error_response(StatusCode::BAD_REQUEST, "input must be a string or an array of strings"),
-    };
-    // Answered in reverse order, which the API allows: clients must sort by `index`.
-    let data: Vec<Value> = inputs
-        .iter()
-        .enumerate()
-        .rev()
-        .map(|(index, input)| json!({"object": "embedding", "index": index, "embedding": fake_embedding(input)}))
-        .collect();
-    let tokens = saturate(inputs.iter().map(|input| fake_token_count(input)).sum());
-    Json(json!({
-        "object": "list",
-        "data": data,
-        "model": body["model"],
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    }))
-    .into_response()
-}
-
 /// The token count the fake reports: one per whitespace-separated word. Cheaper than a real
 /// tokenizer (whose first use takes a second in debug builds and would distort timings in tests)
 /// and easy to predict.
@@ -447,39 +404,9 @@ pub fn fake_token_count(text: &str) -> usize {
     text.split_whitespace().count()
 }
 
-/// The vector the fake answers for `text`: [`FAKE_EMBEDDING_DIMENSIONS`] components derived from
-/// a hash of the text, scaled to unit length. Equal texts get equal vectors.
-pub fn fake_embedding(text: &str) -> Vec<f32> {
-    // FNV-1a seeds xorshift64, which yields the components.
-    let mut state = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    }) | 1;
-    let vector: Vec<f32> = (0..FAKE_EMBEDDING_DIMENSIONS)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            // The top 24 bits, mapped to [-1, 1).
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect();
-    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
-    vector.into_iter().map(|x| x / norm).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fake_embeddings_are_deterministic_unit_vectors() {
-        let a = fake_embedding("disk full on db-1");
-        assert_eq!(a.len(), FAKE_EMBEDDING_DIMENSIONS);
-        assert_eq!(a, fake_embedding("disk full on db-1"));
-        assert_ne!(a, fake_embedding("disk full on db-2"));
-        let norm: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-        assert!((norm - 1.0).abs() < 1e-5, "{norm}");
-    }
 
     #[test]
     fn pieces_respect_characters() {

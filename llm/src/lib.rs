@@ -1,5 +1,5 @@
 //! Language models for vigil: one streaming chat interface ([`LanguageModel`]) with an
-//! implementation for OpenAI-compatible APIs, embeddings, sentence chunking of streamed text,
+//! implementation for OpenAI-compatible APIs, sentence chunking of streamed text,
 //! token counting and prices.
 //!
 //! With the `fake` feature, [`fake::FakeOpenAi`] serves a scripted OpenAI-compatible API on
@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 mod chunker;
-mod embeddings;
 mod error;
 #[cfg(feature = "fake")]
 pub mod fake;
@@ -20,7 +19,6 @@ mod tokens;
 mod types;
 
 pub use chunker::{SentenceChunker, MAX_CHUNK_CHARS};
-pub use embeddings::OpenAiEmbeddings;
 pub use error::{ApiKey, LlmError, TimeoutKind};
 pub use http::{OpenAiConfig, RetryPolicy, Timeouts};
 pub use openai::OpenAiCompatible;

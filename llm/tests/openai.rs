@@ -6,9 +6,9 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use vigil_llm::{
     collect,
-    fake::{fake_embedding, fake_token_count, FakeOpenAi, Reply},
-    ChatMessage, ChatRequest, ContentPart, LanguageModel, LlmError, OpenAiCompatible, OpenAiConfig, OpenAiEmbeddings,
-    RetryPolicy, StreamEvent, TimeoutKind, Timeouts, ToolSpec, Usage,
+    fake::{fake_token_count, FakeOpenAi, Reply},
+    ChatMessage, ChatRequest, ContentPart, LanguageModel, LlmError, OpenAiCompatible, OpenAiConfig, RetryPolicy,
+    StreamEvent, TimeoutKind, Timeouts, ToolSpec, Usage,
 };
 
 /// Quick retries, so that tests which exhaust them stay fast.
@@ -425,24 +425,4 @@ async fn the_default_reply_can_be_replaced() {
     for _ in 0..2 {
         assert_eq!(ask(&model, question()).await.unwrap().text, "Always this.");
     }
-}
-
-#[tokio::test]
-async fn embeddings_come_back_in_input_order() {
-    let fake = FakeOpenAi::start().await;
-    let embeddings =
-        OpenAiEmbeddings::new(OpenAiConfig::new(fake.base_url(), "text-embedding-3-small").with_api_key("sk-e"))
-            .unwrap();
-    let inputs = ["disk full on db-1", "checkout latency", "OOMKilled"];
-
-    let vectors = embeddings.embed(&inputs).await.unwrap();
-
-    let expected: Vec<Vec<f32>> = inputs.iter().map(|input| fake_embedding(input)).collect();
-    assert_eq!(vectors, expected);
-    assert_eq!(
-        fake.embedding_requests(),
-        [json!({"model": "text-embedding-3-small", "input": inputs})]
-    );
-    assert!(embeddings.embed::<&str>(&[]).await.unwrap().is_empty());
-    assert_eq!(fake.embedding_requests().len(), 1, "no request for no input");
 }

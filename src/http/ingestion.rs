@@ -22,7 +22,7 @@ use crate::{
     extract::{JsonBody, Path, PostedJson},
     ingest::{
         parsers::{self, Source},
-        service::{self, IngestedAlert},
+        service::IngestedAlert,
         tokens::{self, IngestionToken},
     },
     state::AppState,
@@ -83,7 +83,7 @@ async fn ingest(
     let alerts = parsers::parse(source, &body.document, chrono::Utc::now())
         .map_err(|error| AppError::bad_request("invalid_payload", format!("{source} payload: {error}")))?;
     drop(body.document);
-    let alerts = service::ingest(state, &caller.user_id, alerts, body.text).await?;
+    let alerts = state.ingest.submit(&caller.user_id, alerts, body.text).await?;
     Ok((StatusCode::ACCEPTED, Json(IngestResponse { received: true, alerts })))
 }
 

@@ -2,8 +2,6 @@
 //! alert, and the correlation settings. Placement itself is batched: see `pipeline` and
 //! `placement`.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 use uuid::Uuid;
 use vigil_aggregates::{
@@ -12,7 +10,6 @@ use vigil_aggregates::{
 };
 
 use super::parsers::{AlertKind, NormalizedAlert, Source};
-use crate::{error::AppError, state::AppState};
 
 /// What became of one alert of a notification.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
@@ -23,17 +20,6 @@ pub struct IngestedAlert {
     pub incident_id: Option<Uuid>,
     /// Whether it joined an existing incident as a correlated alert.
     pub correlated: bool,
-}
-
-/// Places a notification's alerts (through the batching pipeline); the outcomes are in order.
-/// `posted` is the notification's text, kept as the raw payload of the alerts that keep it whole.
-pub async fn ingest(
-    state: &AppState,
-    user_id: &str,
-    alerts: Vec<NormalizedAlert>,
-    posted: Arc<str>,
-) -> Result<Vec<IngestedAlert>, AppError> {
-    state.ingest.submit(user_id, alerts, posted).await
 }
 
 pub(super) fn alert_info(alert_id: i64, alert: &NormalizedAlert, evidence: &Evidence) -> AlertInfo {
