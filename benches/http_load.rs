@@ -23,14 +23,16 @@
 //!   matching costs), then the storm again without silences to compare it with;
 //! - `ingest-silenced`: the storm during a maintenance window: one of each tenant's 100 silences
 //!   matches every alert (then checks: no incident, an inbox entry per alert);
+//! - `ingest-grouped`: the storm while each tenant's grouping rule opens an incident per service
+//!   only after 5 of its alerts (held, then released, then joining by the rule);
 //! - `pgbench`: the baseline for the ingestion scenarios, pgbench inserting single JSON rows into the same
 //!   PostgreSQL with as many clients, for as long, before and after them (the ratio is taken against
 //!   the faster run).
 
 #[path = "http_load/measures.rs"]
 mod measures;
-#[path = "http_load/silences.rs"]
-mod silences;
+#[path = "http_load/noise.rs"]
+mod noise;
 
 use std::{
     str::FromStr,
@@ -39,8 +41,8 @@ use std::{
 };
 
 use measures::{pgbench_inserts_per_second, PlacementTotals};
+use noise::{check_grouped, check_silenced, Noise};
 use serde_json::{json, Value};
-use silences::{check_silenced, Silences};
 use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 use vigil::{Application, Config};
@@ -253,35 +255,36 @@ async fn main() {
         if run_workers { "on" } else { "off" }
     );
 
-    let mixes: Vec<(&str, AlertMix, Silences)> = [
+    let mixes: Vec<(&str, AlertMix, Noise)> = [
         // The silence scenarios between two storms they are compared with (a later scenario
         // meets a fuller database), before the incidents of the others leave their tails' work
         // behind.
-        ("ingest storm", "ingest", AlertMix::Storm, Silences::None),
+        ("ingest storm", "ingest", AlertMix::Storm, Noise::None),
         (
             "ingest 100 silences",
             "ingest-silences",
             AlertMix::Storm,
-            Silences::NoneMatching,
+            Noise::NoneMatching,
         ),
         (
             "ingest silenced",
             "ingest-silenced",
             AlertMix::Storm,
-            Silences::OneMatching,
+            Noise::OneMatching,
         ),
-        ("ingest storm again", "ingest-silences", AlertMix::Storm, Silences::None),
-        ("ingest distinct", "ingest-distinct", AlertMix::Distinct, Silences::None),
+        ("ingest storm again", "ingest-silences", AlertMix::Storm, Noise::None),
+        ("ingest grouped", "ingest-grouped", AlertMix::Storm, Noise::Grouped),
+        ("ingest distinct", "ingest-distinct", AlertMix::Distinct, Noise::None),
         (
             "ingest recovering",
             "ingest-recovering",
             AlertMix::Recovering,
-            Silences::None,
+            Noise::None,
         ),
     ]
     .into_iter()
     .filter(|(_, scenario, ..)| wanted(scenario))
-    .map(|(name, _, mix, silences)| (name, mix, silences))
+    .map(|(name, _, mix, noise)| (name, mix, noise))
     .collect();
     if !mixes.is_empty() || wanted("pgbench") {
         run_ingest_scenarios(&base, &url, concurrency, duration, &mixes, wanted("pgbench")).await;
@@ -365,7 +368,7 @@ async fn run_ingest_scenarios(
     db_url: &reqwest::Url,
     concurrency: usize,
     duration: Duration,
-    mixes: &[(&str, AlertMix, Silences)],
+    mixes: &[(&str, AlertMix, Noise)],
     pgbench: bool,
 ) {
     let client = reqwest::Client::new();
@@ -374,7 +377,7 @@ async fn run_ingest_scenarios(
     // against the faster of the two.
     let pgbench_before = pgbench.then(|| pgbench_inserts_per_second(db_url, concurrency, duration));
     let mut rates = Vec::new();
-    for (round, &(name, mix, silences)) in mixes.iter().enumerate() {
+    for (round, &(name, mix, noise)) in mixes.iter().enumerate() {
         let tenants = match mix {
             AlertMix::Storm | AlertMix::Recovering => concurrency.div_ceil(4),
             AlertMix::Distinct => concurrency,
@@ -391,7 +394,7 @@ async fn run_ingest_scenarios(
                 .await
                 .unwrap();
             let user_id = user["id"].as_str().unwrap().to_owned();
-            silences.create(&client, base, &user_id).await;
+            noise.create(&client, base, &user_id).await;
             users.push(user_id);
         }
         let users = Arc::new(users);
@@ -443,8 +446,10 @@ async fn run_ingest_scenarios(
             .await
             .since(&placement_before)
             .report();
-        if silences == Silences::OneMatching {
-            check_silenced(db_url, &tenants_of_round, outcome.requests - outcome.errors).await;
+        match noise {
+            Noise::OneMatching => check_silenced(db_url, &tenants_of_round, outcome.requests - outcome.errors).await,
+            Noise::Grouped => check_grouped(db_url, &tenants_of_round).await,
+            Noise::None | Noise::NoneMatching => {}
         }
     }
     let storms: Vec<f64> = rates
@@ -454,7 +459,10 @@ async fn run_ingest_scenarios(
         .collect();
     if !storms.is_empty() {
         let storm = storms.iter().sum::<f64>() / storms.len() as f64;
-        for &(name, rate) in rates.iter().filter(|(name, _)| name.contains("silence")) {
+        for &(name, rate) in rates
+            .iter()
+            .filter(|(name, _)| name.contains("silence") || name.contains("grouped"))
+        {
             println!(
                 "ratio: {name} alerts/s = {:.3} × ingest storm alerts/s (the mean of the storms before and after it)",
                 rate / storm
