@@ -44,6 +44,11 @@ pub enum AuthMode {
     Strict,
 }
 
+/// Recoveries of one alert key within the flapping window that make it flapping.
+pub const DEFAULT_FLAPPING_CYCLES: u32 = 4;
+/// The flapping window, in seconds.
+pub const DEFAULT_FLAPPING_WINDOW_SECS: i64 = 1800;
+
 #[derive(Clone, Debug, Args)]
 pub struct Config {
     /// Address both listeners bind to.
@@ -243,11 +248,11 @@ pub struct Config {
 
     /// Recoveries of one alert key within `FLAPPING_WINDOW_SECS` that make it flapping: its later
     /// cycles are recorded on its incident and open nothing until it is quiet for the window.
-    #[arg(long, env = "FLAPPING_CYCLES", default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
+    #[arg(long, env = "FLAPPING_CYCLES", default_value_t = DEFAULT_FLAPPING_CYCLES, value_parser = clap::value_parser!(u32).range(2..=64))]
     pub flapping_cycles: u32,
 
     /// The flapping window, in seconds (also how long a flapping key must be quiet).
-    #[arg(long, env = "FLAPPING_WINDOW_SECS", default_value_t = 1800, value_parser = clap::value_parser!(i64).range(1..=86_400))]
+    #[arg(long, env = "FLAPPING_WINDOW_SECS", default_value_t = DEFAULT_FLAPPING_WINDOW_SECS, value_parser = clap::value_parser!(i64).range(1..=86_400))]
     pub flapping_window_secs: i64,
 
     /// Largest request body accepted, in bytes (larger ones get 413).

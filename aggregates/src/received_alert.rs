@@ -80,6 +80,19 @@ pub enum ReceivedAlertEvent {
     },
 }
 
+impl ReceivedAlertEvent {
+    /// Whose alert, which one, and when its fate was decided: every event names them.
+    pub fn recorded(&self) -> (&str, &AlertSummary, DateTime<Utc>) {
+        match self {
+            Self::AlertSilenced { user_id, alert, at, .. }
+            | Self::RecoveryUnmatched { user_id, alert, at }
+            | Self::AlertUpdated { user_id, alert, at, .. }
+            | Self::AlertRedelivered { user_id, alert, at, .. }
+            | Self::AlertHeld { user_id, alert, at, .. } => (user_id, alert, *at),
+        }
+    }
+}
+
 impl DomainEvent for ReceivedAlertEvent {
     fn event_type(&self) -> String {
         match self {

@@ -4,12 +4,9 @@
 use std::{collections::HashMap, sync::Arc};
 
 use sqlx::PgConnection;
-use vigil_aggregates::grouping_rule::CompiledRule;
+use vigil_aggregates::grouping_rule::{CompiledRule, GroupingRuleDefinition};
 
-use super::{
-    kept::{facts, KeptByGeneration},
-    parsers::NormalizedAlert,
-};
+use super::{kept::KeptByGeneration, parsers::NormalizedAlert};
 
 #[derive(Default)]
 pub struct RuleCache {
@@ -37,18 +34,13 @@ impl RuleCache {
                 None => {
                     let (generation, definitions) =
                         vigil_projections::grouping_rules::in_force(&mut *conn, user_id).await?;
-                    let rules = definitions
-                        .into_iter()
-                        .filter_map(|(id, definition)| match definition.compile(id) {
-                            Ok(rule) => Some(rule),
-                            // Validated when created: only a rule made stricter since can refuse it.
-                            Err(error) => {
-                                tracing::warn!(rule_id = %id, %error, "a stored grouping rule does not compile");
-                                None
-                            }
-                        })
-                        .collect();
-                    self.kept.keep(user_id, generation, rules)
+                    self.kept.keep_compiled(
+                        user_id,
+                        generation,
+                        definitions,
+                        GroupingRuleDefinition::compile,
+                        "grouping rule",
+                    )
                 }
             };
             if !rules.is_empty() {
@@ -68,7 +60,7 @@ impl Rules<'_> {
     /// alert falls in.
     pub fn matching(&self, user_id: &str, alert: &NormalizedAlert) -> Option<(&CompiledRule, String)> {
         let rules = self.by_user.get(user_id)?;
-        let facts = facts(alert);
+        let facts = alert.facts();
         let rule = rules.iter().find(|rule| rule.matches(&facts))?;
         Some((rule, rule.group_of(&facts)))
     }

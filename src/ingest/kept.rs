@@ -4,9 +4,8 @@
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use vigil_aggregates::silence::AlertFacts;
-
-use super::parsers::NormalizedAlert;
+use uuid::Uuid;
+use vigil_aggregates::silence::InvalidField;
 
 /// Users whose items are kept at most before the store starts over.
 const MAX_USERS: usize = 50_000;
@@ -32,24 +31,31 @@ impl<T> KeptByGeneration<T> {
             .map(|entry| entry.1.clone())
     }
 
-    pub fn keep(&self, user_id: &str, generation: i64, items: Vec<T>) -> Arc<[T]> {
-        let items: Arc<[T]> = items.into();
+    /// Compiles `user_id`'s stored `definitions` (of `generation`) and keeps them. One that does
+    /// not compile is left out with a warning: each was validated when created, so only a rule
+    /// made stricter since can refuse it.
+    pub fn keep_compiled<D>(
+        &self,
+        user_id: &str,
+        generation: i64,
+        definitions: Vec<(Uuid, D)>,
+        compile: impl Fn(&D, Uuid) -> Result<T, InvalidField>,
+        kind: &str,
+    ) -> Arc<[T]> {
+        let items: Arc<[T]> = definitions
+            .into_iter()
+            .filter_map(|(id, definition)| match compile(&definition, id) {
+                Ok(item) => Some(item),
+                Err(error) => {
+                    tracing::warn!(%id, %error, "a stored {kind} does not compile");
+                    None
+                }
+            })
+            .collect();
         if self.by_user.len() >= MAX_USERS {
             self.by_user.clear();
         }
         self.by_user.insert(user_id.to_owned(), (generation, items.clone()));
         items
-    }
-}
-
-/// What matchers see of an alert.
-pub fn facts(alert: &NormalizedAlert) -> AlertFacts<'_> {
-    AlertFacts {
-        source: alert.source.as_str(),
-        service: alert.service.as_deref(),
-        environment: alert.environment.as_deref(),
-        severity: alert.severity.as_deref(),
-        title: &alert.title,
-        labels: &alert.labels,
     }
 }

@@ -8,12 +8,9 @@ use std::{collections::HashMap, sync::Arc};
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
-use vigil_aggregates::silence::CompiledSilence;
+use vigil_aggregates::silence::{CompiledSilence, SilenceDefinition};
 
-use super::{
-    kept::{facts, KeptByGeneration},
-    parsers::NormalizedAlert,
-};
+use super::{kept::KeptByGeneration, parsers::NormalizedAlert};
 
 /// Each user's silences that may apply, compiled, with the generation they are of.
 #[derive(Default)]
@@ -44,18 +41,8 @@ impl SilenceCache {
                 Some(silences) => silences,
                 None => {
                     let (generation, definitions) = vigil_projections::silences::in_force(&mut *conn, user_id).await?;
-                    let silences = definitions
-                        .into_iter()
-                        .filter_map(|(id, definition)| match definition.compile(id) {
-                            Ok(silence) => Some(silence),
-                            // Validated when created: only a rule made stricter since can refuse it.
-                            Err(error) => {
-                                tracing::warn!(silence_id = %id, %error, "a stored silence does not compile");
-                                None
-                            }
-                        })
-                        .collect();
-                    self.kept.keep(user_id, generation, silences)
+                    self.kept
+                        .keep_compiled(user_id, generation, definitions, SilenceDefinition::compile, "silence")
                 }
             };
             let active: Vec<usize> = (0..silences.len()).filter(|&i| silences[i].is_active(at)).collect();
@@ -72,7 +59,7 @@ impl InForce<'_> {
     /// order; `None` when none does.
     pub fn matching(&self, user_id: &str, alert: &NormalizedAlert) -> Option<Vec<Uuid>> {
         let (silences, active) = self.by_user.get(user_id)?;
-        let facts = facts(alert);
+        let facts = alert.facts();
         let mut ids: Vec<Uuid> = active
             .iter()
             .map(|&i| &silences[i])

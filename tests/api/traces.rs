@@ -11,7 +11,7 @@ use opentelemetry_proto::tonic::{
 };
 use prost::Message;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 use vigil_llm::fake::{FakeOpenAi, Reply};
 
 use crate::{
@@ -162,5 +162,5 @@ async fn spans_of_requests_placement_analyses_and_model_calls_reach_the_otlp_rec
         call.attributes.contains(&("host".to_owned(), "127.0.0.1".to_owned())),
         "{call:?}"
     );
-    assert_eq!(json!(model.requests().len()), json!(1), "one model call");
+    assert_eq!(model.requests().len(), 1, "one model call");
 }

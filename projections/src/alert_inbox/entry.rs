@@ -5,7 +5,10 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
-use vigil_aggregates::{incident::IncidentEvent, received_alert::ReceivedAlertEvent};
+use vigil_aggregates::{
+    incident::{AlertInfo, IncidentEvent},
+    received_alert::ReceivedAlertEvent,
+};
 
 use super::fate;
 
@@ -43,143 +46,102 @@ impl Entry {
     /// The entry `event` of incident `incident_id` makes, if any. `user_id`: the incident's
     /// owner when known (an `IncidentOpened` names it).
     pub fn of_incident_event(incident_id: Uuid, user_id: Option<&str>, event: &IncidentEvent) -> Option<Self> {
-        let (alert, fate, score, owner) = match event {
-            IncidentEvent::IncidentOpened { alert, user_id, .. } => (alert, fate::OPENED, None, Some(user_id.as_str())),
-            IncidentEvent::AlertCorrelated { alert, correlation, .. } => {
-                (alert, fate::JOINED, Some(correlation.score), user_id)
-            }
-            IncidentEvent::AlertResolved {
-                source_type,
-                source_alert_id,
-                ..
-            }
-            | IncidentEvent::FlapRecorded {
-                source_type,
-                source_alert_id,
-                ..
-            } => {
-                return Some(Self {
-                    id: *source_alert_id,
-                    recorded_by: FROM_INCIDENT,
-                    received_at: event.at(),
-                    user_id: user_id.map(str::to_owned),
-                    incident_id: Some(incident_id),
-                    source_type: source_type.clone(),
-                    fate: if matches!(event, IncidentEvent::AlertResolved { .. }) {
-                        fate::RESOLVED
-                    } else {
-                        fate::FLAPPING
-                    },
-                    ..Self::default()
-                })
-            }
-            _ => return None,
-        };
-        Some(Self {
-            id: alert.source_alert_id,
+        use IncidentEvent as E;
+        let entry = |user_id: Option<&str>| Self {
             recorded_by: FROM_INCIDENT,
-            user_id: owner.map(str::to_owned),
+            user_id: user_id.map(str::to_owned),
             incident_id: Some(incident_id),
+            received_at: event.at(),
+            ..Self::default()
+        };
+        // A recovery or a flapping cycle names only its delivery; its other columns are the
+        // delivery's (see `UPSERT`).
+        let of_delivery = |source_type: &String, id: &i64, fate| Self {
+            id: *id,
+            source_type: source_type.clone(),
+            fate,
+            ..entry(user_id)
+        };
+        Some(match event {
+            E::IncidentOpened { alert, user_id, .. } => entry(Some(user_id)).describing(alert, fate::OPENED, None),
+            E::AlertCorrelated { alert, correlation, .. } => {
+                entry(user_id).describing(alert, fate::JOINED, Some(correlation.score))
+            }
+            E::AlertResolved {
+                source_type,
+                source_alert_id,
+                ..
+            } => of_delivery(source_type, source_alert_id, fate::RESOLVED),
+            E::FlapRecorded {
+                source_type,
+                source_alert_id,
+                ..
+            } => of_delivery(source_type, source_alert_id, fate::FLAPPING),
+            _ => return None,
+        })
+    }
+
+    /// This entry for `alert`, with its fate.
+    fn describing(self, alert: &AlertInfo, fate: &'static str, score: Option<f64>) -> Self {
+        Self {
+            id: alert.source_alert_id,
             source_type: alert.source_type.clone(),
             title: Some(alert.title.clone()),
             service: alert.service.clone(),
             severity: alert.severity.clone(),
             fired_at: Some(alert.fired_at),
-            received_at: event.at(),
             fate,
             score,
-            ..Self::default()
-        })
+            ..self
+        }
     }
 
     /// The entry a received alert's event makes.
     pub fn of_received_event(event: &ReceivedAlertEvent) -> Self {
         use ReceivedAlertEvent as E;
-        let (user_id, alert, at, entry) = match event {
-            E::AlertSilenced {
-                user_id,
-                alert,
-                silence_ids,
-                at,
-            } => (
-                user_id,
-                alert,
-                at,
-                Self {
-                    fate: fate::SILENCED,
-                    silence_ids: Some(silence_ids.clone()),
-                    ..Self::default()
-                },
-            ),
-            E::RecoveryUnmatched { user_id, alert, at } => (
-                user_id,
-                alert,
-                at,
-                Self {
-                    fate: fate::UNMATCHED,
-                    ..Self::default()
-                },
-            ),
-            E::AlertUpdated {
-                user_id,
-                alert,
-                incident_id,
-                at,
-            } => (
-                user_id,
-                alert,
-                at,
-                Self {
-                    fate: fate::UPDATED,
-                    incident_id: Some(*incident_id),
-                    ..Self::default()
-                },
-            ),
+        let entry = match event {
+            E::AlertSilenced { silence_ids, .. } => Self {
+                fate: fate::SILENCED,
+                silence_ids: Some(silence_ids.clone()),
+                ..Self::default()
+            },
+            E::RecoveryUnmatched { .. } => Self {
+                fate: fate::UNMATCHED,
+                ..Self::default()
+            },
+            E::AlertUpdated { incident_id, .. } => Self {
+                fate: fate::UPDATED,
+                incident_id: Some(*incident_id),
+                ..Self::default()
+            },
             E::AlertRedelivered {
-                user_id,
-                alert,
                 redelivery_of,
                 incident_id,
-                at,
-            } => (
-                user_id,
-                alert,
-                at,
-                Self {
-                    fate: fate::DEDUPLICATED,
-                    incident_id: *incident_id,
-                    redelivery_of: Some(*redelivery_of),
-                    ..Self::default()
-                },
-            ),
-            E::AlertHeld {
-                user_id,
-                alert,
-                rule_id,
-                until,
-                at,
-            } => (
-                user_id,
-                alert,
-                at,
-                Self {
-                    fate: fate::HELD,
-                    rule_id: Some(*rule_id),
-                    held_until: Some(*until),
-                    ..Self::default()
-                },
-            ),
+                ..
+            } => Self {
+                fate: fate::DEDUPLICATED,
+                incident_id: *incident_id,
+                redelivery_of: Some(*redelivery_of),
+                ..Self::default()
+            },
+            E::AlertHeld { rule_id, until, .. } => Self {
+                fate: fate::HELD,
+                rule_id: Some(*rule_id),
+                held_until: Some(*until),
+                ..Self::default()
+            },
         };
+        let (user_id, alert, at) = event.recorded();
         Self {
             id: alert.source_alert_id,
             recorded_by: FROM_RECEIVED,
-            user_id: Some(user_id.clone()),
+            user_id: Some(user_id.to_owned()),
             source_type: alert.source_type.clone(),
             title: Some(alert.title.clone()),
             service: alert.service.clone(),
             severity: alert.severity.clone(),
             fired_at: Some(alert.fired_at),
-            received_at: *at,
+            received_at: at,
             ..entry
         }
     }

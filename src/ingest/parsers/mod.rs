@@ -73,6 +73,20 @@ pub struct NormalizedAlert {
     pub raw: RawPayload,
 }
 
+impl NormalizedAlert {
+    /// What silences' and grouping rules' matchers see of it.
+    pub fn facts(&self) -> vigil_aggregates::silence::AlertFacts<'_> {
+        vigil_aggregates::silence::AlertFacts {
+            source: self.source.as_str(),
+            service: self.service.as_deref(),
+            environment: self.environment.as_deref(),
+            severity: self.severity.as_deref(),
+            title: &self.title,
+            labels: &self.labels,
+        }
+    }
+}
+
 /// An alert's raw payload: the spec's "complete original alert payload".
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum RawPayload {

@@ -164,8 +164,8 @@ pub struct Flapping {
 impl Default for Flapping {
     fn default() -> Self {
         Self {
-            cycles: 4,
-            window: chrono::Duration::minutes(30),
+            cycles: crate::config::DEFAULT_FLAPPING_CYCLES,
+            window: chrono::Duration::seconds(crate::config::DEFAULT_FLAPPING_WINDOW_SECS),
         }
     }
 }
