@@ -21,7 +21,7 @@ mod wake;
 pub use checksum::{checksums, TableChecksum};
 pub use error::ProjectionError;
 pub use lag::{lag, ConsumerLag};
-pub use projector::{load_all, Projector, ReadModel};
+pub use projector::{load_all, load_ranges, Projector, ReadModel};
 pub use tail::{replay, replay_in_batches, EventConsumer, Payloads, StoredEvent, Tail, EVENTS_CHANNEL};
 pub use wake::{listen_for_appends, AppendAnnouncer, TailWakers};
 

@@ -459,7 +459,7 @@ async fn lock_aggregates(
 /// read by the store's primary key; ordered by aggregate and sequence. Each range is read on its
 /// own (a lateral subquery, kept from being flattened into a join by its `LIMIT`): planned as a
 /// join while the store was small, the read became a scan of every event of the type per batch.
-async fn load_ranges(
+pub async fn load_ranges(
     conn: &mut PgConnection,
     aggregate_type: &str,
     ranges: &[(&str, i64, i64)],

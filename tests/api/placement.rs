@@ -457,3 +457,57 @@ async fn nearest_neighbours_are_searched_among_the_most_recent_entries() {
         "the oldest entry, one past the most recent {NEAREST_AMONG}, is not compared: {found:?}"
     );
 }
+
+/// Placement keeps the incidents it placed into; another writer's events (an analysis marking
+/// itself running) are read after what it kept, whether the read row shows them already or
+/// not yet, and the next alert follows on from them.
+#[tokio::test]
+async fn an_incident_another_writer_appended_to_is_caught_up_from_what_placement_kept() {
+    let app = spawn_app_without_workers().await;
+    let placer = placer(&app);
+    let mut conn = placer.connect().await.unwrap();
+    for row_lags in [false, true] {
+        let user = app.new_user().await.id;
+        let opened = placer.place(&mut conn, &[notification(&user, "firing")]).await.unwrap();
+        let incident = opened[0][0].incident_id.unwrap().to_string();
+        let patched = app
+            .send_as(
+                &user,
+                Method::PATCH,
+                &format!("/api/incidents/{incident}"),
+                Some(&json!({ "auroraStatus": "running" })),
+            )
+            .await;
+        assert_eq!(patched.status(), 200);
+        if row_lags {
+            sqlx::query("UPDATE incidents SET version = version - 1, aurora_status = 'idle' WHERE id = $1::uuid")
+                .bind(&incident)
+                .execute(&app.db)
+                .await
+                .unwrap();
+        }
+
+        let related = placer
+            .place(&mut conn, &[notification(&user, "related")])
+            .await
+            .unwrap();
+        assert_eq!(
+            related[0][0].incident_id.map(|id| id.to_string()),
+            Some(incident.clone())
+        );
+        assert_eq!(
+            event_types(&app, &user, &incident).await,
+            ["IncidentOpened", "AnalysisStatusChanged", "AlertCorrelated"],
+            "row lags: {row_lags}"
+        );
+        let detail: Value = app
+            .send_as(&user, Method::GET, &format!("/api/incidents/{incident}"), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(detail["incident"]["auroraStatus"], "running", "row lags: {row_lags}");
+        assert_eq!(detail["incident"]["correlatedAlertCount"], 1, "row lags: {row_lags}");
+    }
+    app.assert_incidents_replay_as_live().await;
+}

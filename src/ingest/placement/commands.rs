@@ -8,9 +8,9 @@ use cqrs_es::{Aggregate, EventEnvelope};
 use sqlx::PgConnection;
 use uuid::Uuid;
 use vigil_aggregates::incident::{Incident, IncidentCommand, IncidentError};
-use vigil_projections::StoredEvent;
+use vigil_projections::load_ranges;
 
-use super::{Abort, Notification, PlacementError, Placer, ACTOR};
+use super::{Abort, PlacementError, Placer, ACTOR};
 
 /// Incidents [`Placer::known`] keeps at most before it starts over.
 const KNOWN_INCIDENTS: usize = 20_000;
@@ -24,39 +24,50 @@ impl Placer {
     /// Runs each incident's commands through the aggregate, in order, from its current state
     /// (`opened`: the incidents the commands open). Returns the events to append and the
     /// incidents' states after them.
+    ///
+    /// A state placement kept is brought up to date rather than read again whole: by the events
+    /// after it when the batch's read rows (`versions_seen`) are further on, or for every kept
+    /// state when `catch_up` (an earlier attempt found another writer ahead). An analysis appends
+    /// to incidents that are still taking alerts; reading their whole histories again on every
+    /// such append kept the lane's database busy.
     pub(super) async fn run_commands(
         &self,
         conn: &mut PgConnection,
         commands: Vec<(Uuid, Vec<IncidentCommand>)>,
         opened: &[Uuid],
+        versions_seen: &HashMap<String, i64>,
+        catch_up: bool,
     ) -> Result<Commanded, Abort> {
         let opened: HashSet<Uuid> = opened.iter().copied().collect();
-        // Taken out rather than cloned: an attempt that does not commit leaves them to be read
-        // again from their events.
+        // Copied rather than taken: an attempt that does not commit leaves the kept states as
+        // they were, to be caught up by the next.
         let mut current: HashMap<Uuid, (Incident, usize)> = {
-            let mut known = self.known.lock().expect("placement cache lock");
+            let known = self.known.lock().expect("placement cache lock");
             commands
                 .iter()
-                .filter_map(|(id, _)| Some((*id, known.remove(id)?)))
+                .filter_map(|(id, _)| Some((*id, known.get(id)?.clone())))
                 .collect()
         };
         let remembered: HashSet<Uuid> = current.keys().copied().collect();
-        let unknown: Vec<String> = commands
-            .iter()
-            .map(|(id, _)| *id)
-            .filter(|id| !opened.contains(id) && !current.contains_key(id))
-            .map(|id| id.to_string())
-            .collect();
-        if !unknown.is_empty() {
-            let stored: Vec<StoredEvent> = sqlx::query_as(&format!(
-                "{} WHERE aggregate_type = $1 AND aggregate_id = ANY($2) ORDER BY aggregate_id, sequence",
-                StoredEvent::SELECT
-            ))
-            .bind(Incident::TYPE)
-            .bind(&unknown)
-            .fetch_all(&mut *conn)
-            .await?;
-            for event in &stored {
+        let behind = |id: &Uuid| -> Option<(String, i64)> {
+            if opened.contains(id) {
+                return None;
+            }
+            let aggregate_id = id.to_string();
+            let Some((_, sequence)) = current.get(id) else {
+                return Some((aggregate_id, 1));
+            };
+            let after = *sequence as i64;
+            (catch_up || versions_seen.get(&aggregate_id).is_some_and(|&seen| seen > after))
+                .then(|| (aggregate_id, after + 1))
+        };
+        let ranges: Vec<(String, i64)> = commands.iter().filter_map(|(id, _)| behind(id)).collect();
+        if !ranges.is_empty() {
+            let ranges: Vec<(&str, i64, i64)> = ranges
+                .iter()
+                .map(|(id, first)| (id.as_str(), *first, i64::MAX - 1))
+                .collect();
+            for event in load_ranges(conn, Incident::TYPE, &ranges).await? {
                 let envelope = event.envelope::<Incident>()?;
                 let Ok(id) = Uuid::parse_str(&envelope.aggregate_id) else {
                     continue;
@@ -107,12 +118,5 @@ impl Placer {
             known.clear();
         }
         known.extend(states);
-    }
-
-    /// Drops what placement knows of every user's incidents in the batch (another writer got there first).
-    pub(super) fn forget(&self, batch: &[Notification]) {
-        let users: HashSet<&str> = batch.iter().map(|n| n.user_id.as_str()).collect();
-        let mut known = self.known.lock().expect("placement cache lock");
-        known.retain(|_, (incident, _)| !users.contains(incident.user_id()));
     }
 }

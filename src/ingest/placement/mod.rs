@@ -255,8 +255,9 @@ impl Placer {
         let mut stale = HashSet::new();
         let mut conflicts = 0;
         let mut mode = Mode::Fast;
+        let mut catch_up = false;
         loop {
-            match self.try_place(conn, batch, &stale, mode).await {
+            match self.try_place(conn, batch, &stale, mode, catch_up).await {
                 Ok(outcomes) => return Ok(outcomes),
                 Err(Abort::NeedsCare) => mode = Mode::Careful,
                 Err(Abort::StaleCandidate {
@@ -272,7 +273,7 @@ impl Placer {
                     stale.insert(incident_id);
                 }
                 Err(Abort::Conflict | Abort::StaleCandidate { .. }) => {
-                    self.forget(batch);
+                    catch_up = true;
                     conflicts += 1;
                     if conflicts >= MAX_ATTEMPTS {
                         return Err(PlacementError::Contended);
@@ -296,14 +297,20 @@ impl Placer {
         batch: &[Notification],
         stale: &HashSet<Uuid>,
         mode: Mode,
+        catch_up: bool,
     ) -> Result<Vec<Vec<IngestedAlert>>, Abort> {
         let mut clock = PhaseClock::start();
         let placed = match mode {
-            Mode::Fast => self.decide_and_write(conn, batch, stale, mode, &mut clock).await?,
+            Mode::Fast => {
+                self.decide_and_write(conn, batch, stale, mode, catch_up, &mut clock)
+                    .await?
+            }
             Mode::Careful => {
                 let mut tx = sqlx::Connection::begin_with(conn, begin_locking_users(batch)).await?;
                 clock.lap(PlacementPhase::Begin);
-                let placed = self.decide_and_write(&mut tx, batch, stale, mode, &mut clock).await?;
+                let placed = self
+                    .decide_and_write(&mut tx, batch, stale, mode, catch_up, &mut clock)
+                    .await?;
                 tx.commit().await?;
                 clock.lap(PlacementPhase::Commit);
                 placed
@@ -326,6 +333,7 @@ impl Placer {
         batch: &[Notification],
         stale: &HashSet<Uuid>,
         mode: Mode,
+        catch_up: bool,
         clock: &mut PhaseClock,
     ) -> Result<Placed, Abort> {
         let items: Vec<Item> = batch
@@ -390,7 +398,13 @@ impl Placer {
         };
         let mut plan = self.decide(&read, candidates, &mut groups, &mut flaps);
         let (streams, states) = self
-            .run_commands(conn, std::mem::take(&mut plan.commands), &plan.opened)
+            .run_commands(
+                conn,
+                std::mem::take(&mut plan.commands),
+                &plan.opened,
+                &versions_seen,
+                catch_up,
+            )
             .await?;
         self.record_redeliveries(conn, &items, &mut plan).await?;
         let received = received_alert_events(std::mem::take(&mut plan.recorded))?;
