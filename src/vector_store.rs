@@ -2,6 +2,8 @@
 //! kept in PostgreSQL (`embeddings`) and compared in process; the embedding is the built-in
 //! feature-hashing one, which needs no model and gives the same vector on every machine.
 
+use std::collections::HashMap;
+
 use cqrs_es::Aggregate;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
@@ -96,9 +98,12 @@ impl VectorStore {
     ) -> sqlx::Result<Vec<Neighbor>> {
         let query = self.embed(text);
         // The user's most recent entries only: every analysis reads them, and all of a user's
-        // 21,000 incidents (21 MB of vectors) took a second per analysis.
-        let rows: Vec<(String, String, Vec<f32>)> = sqlx::query_as(
-            "SELECT owner_id, content, vector FROM embeddings WHERE user_id = $1 AND owner_kind = $2
+        // 21,000 incidents (21 MB of vectors) took a second per analysis. Their texts are read,
+        // not their vectors: the built-in embedding is a function of the text alone, and a
+        // storm's incidents share a few texts, each embedded and compared once here. Decoding
+        // 2,000 stored arrays was most of an analysis's CPU (benches/README.md, "analyses").
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT owner_id, content FROM embeddings WHERE user_id = $1 AND owner_kind = $2
              ORDER BY created_at DESC LIMIT $3",
         )
         .bind(user_id)
@@ -106,17 +111,25 @@ impl VectorStore {
         .bind(NEAREST_AMONG as i64)
         .fetch_all(db)
         .await?;
-        let mut neighbors: Vec<Neighbor> = rows
+        let mut similarities: HashMap<&str, f32> = HashMap::new();
+        for (_, content) in &rows {
+            similarities
+                .entry(content)
+                .or_insert_with(|| cosine(&query, &self.embed(content)));
+        }
+        let mut ranked: Vec<(f32, &(String, String))> =
+            rows.iter().map(|row| (similarities[row.1.as_str()], row)).collect();
+        // Stable: among equals, the newest first.
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        Ok(ranked
             .into_iter()
-            .map(|(owner_id, content, vector)| Neighbor {
-                similarity: cosine(&query, &vector),
-                owner_id,
-                content,
+            .take(limit)
+            .map(|(similarity, (owner_id, content))| Neighbor {
+                owner_id: owner_id.clone(),
+                content: content.clone(),
+                similarity,
             })
-            .collect();
-        neighbors.sort_by(|a, b| b.similarity.total_cmp(&a.similarity));
-        neighbors.truncate(limit);
-        Ok(neighbors)
+            .collect())
     }
 
     /// The user's incidents whose titles are nearest `text`, most similar first, with their
