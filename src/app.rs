@@ -156,6 +156,12 @@ impl Application {
     }
 }
 
+/// An ingestion lane busy placing for more than this share of its time means an alert storm:
+/// the analyses of this process then give way to placement (docs/operations.md).
+const STORM_LANE_SHARE: f64 = 0.5;
+/// During a storm, one analysis still starts this often when none is running.
+const ANALYSIS_TRICKLE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Runs a background job worker with every job handler until `shutdown`.
 pub async fn run_worker(state: AppState, shutdown: CancellationToken) -> anyhow::Result<()> {
     let config = crate::jobs::WorkerConfig {
@@ -163,7 +169,14 @@ pub async fn run_worker(state: AppState, shutdown: CancellationToken) -> anyhow:
         shutdown_grace: std::time::Duration::from_secs(state.config.worker_shutdown_grace_secs),
         ..Default::default()
     };
+    let lanes = state.ingest.load();
+    let storm = move || lanes.busiest_share() >= STORM_LANE_SHARE;
     let worker = crate::jobs::Worker::new(state.db.clone(), config)?
+        .with_deferral(crate::jobs::Deferral::new(
+            &[crate::jobs::kinds::RCA_JOB],
+            storm,
+            ANALYSIS_TRICKLE,
+        ))
         .with_handler(crate::analysis::rca::RcaHandler { state: state.clone() })?
         .with_handler(crate::analysis::postmortem::PostmortemHandler { state: state.clone() })?
         .with_handler(crate::analysis::incident_chat::IncidentChatHandler { state: state.clone() })?

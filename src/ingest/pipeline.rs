@@ -10,8 +10,11 @@
 
 use std::{
     hash::{Hash, Hasher},
-    sync::Arc,
-    time::Duration,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant},
 };
 
 use futures::FutureExt;
@@ -43,6 +46,7 @@ type Reply = (Outcome, Notification);
 pub struct IngestPipeline {
     lanes: Vec<mpsc::Sender<Submission>>,
     vectors: VectorStore,
+    load: LaneLoad,
 }
 
 impl IngestPipeline {
@@ -57,6 +61,8 @@ impl IngestPipeline {
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..lanes.max(1)).map(|_| mpsc::channel(LANE_QUEUE)).unzip();
         let max_batch_alerts = max_batch_alerts.max(1);
         let vectors = placer.vectors().clone();
+        let load = LaneLoad::new(senders.len());
+        let lane_load = load.clone();
         std::thread::Builder::new()
             .name("ingest-lanes".into())
             .spawn(move || {
@@ -68,7 +74,11 @@ impl IngestPipeline {
                     let placer = Arc::new(placer);
                     let lanes: Vec<_> = receivers
                         .into_iter()
-                        .map(|receiver| tokio::spawn(run_lane(placer.clone(), receiver, max_batch_alerts, linger)))
+                        .enumerate()
+                        .map(|(lane, receiver)| {
+                            let busy = lane_load.clone().of_lane(lane);
+                            tokio::spawn(run_lane(placer.clone(), receiver, max_batch_alerts, linger, busy))
+                        })
                         .collect();
                     for lane in lanes {
                         let _ = lane.await;
@@ -79,7 +89,13 @@ impl IngestPipeline {
         Self {
             lanes: senders,
             vectors,
+            load,
         }
+    }
+
+    /// How busy the lanes have been lately ([`LaneLoad::busiest_share`]).
+    pub fn load(&self) -> LaneLoad {
+        self.load.clone()
     }
 
     /// Places a notification's alerts (`posted`: its text); resolves once they are committed.
@@ -115,6 +131,7 @@ async fn run_lane(
     mut queue: mpsc::Receiver<Submission>,
     max_batch_alerts: usize,
     linger: Duration,
+    load: LaneBusy,
 ) {
     let mut busy = false;
     let mut conn = LaneConnection::default();
@@ -144,11 +161,86 @@ async fn run_lane(
         // A panic placing one batch must not stop every later alert: its senders get an error
         // (their replies are dropped), the connection is dropped with its transaction, and the
         // lane goes on.
-        let placed = std::panic::AssertUnwindSafe(place(&placer, &mut conn, batch)).catch_unwind();
-        if placed.await.is_err() {
+        let began = Instant::now();
+        let placed = std::panic::AssertUnwindSafe(place(&placer, &mut conn, batch))
+            .catch_unwind()
+            .await;
+        load.add(began.elapsed());
+        if placed.is_err() {
             tracing::error!("placing a batch panicked; its notifications were refused and the lane goes on");
             conn = LaneConnection::default();
         }
+    }
+}
+
+/// The share of recent time the lanes spent placing batches: what tells background work that
+/// an alert storm is being placed and the cores are needed here.
+#[derive(Clone)]
+pub struct LaneLoad(Arc<Load>);
+
+struct Load {
+    /// Nanoseconds each lane has spent placing, in all.
+    busy: Vec<AtomicU64>,
+    last: Mutex<Sample>,
+}
+
+/// The busiest lane's share over the last window, and where the window began.
+struct Sample {
+    at: Instant,
+    busy: Vec<u64>,
+    share: f64,
+}
+
+/// How long a window [`LaneLoad::busiest_share`] measures over.
+const LOAD_WINDOW: Duration = Duration::from_millis(250);
+
+impl LaneLoad {
+    fn new(lanes: usize) -> Self {
+        Self(Arc::new(Load {
+            busy: (0..lanes).map(|_| AtomicU64::new(0)).collect(),
+            last: Mutex::new(Sample {
+                at: Instant::now(),
+                busy: vec![0; lanes],
+                share: 0.0,
+            }),
+        }))
+    }
+
+    fn of_lane(self, lane: usize) -> LaneBusy {
+        LaneBusy { load: self, lane }
+    }
+
+    /// The share of its time the busiest lane spent placing over the last completed window of
+    /// [`LOAD_WINDOW`] (a storm of one tenant keeps one lane busy, whatever the others do).
+    pub fn busiest_share(&self) -> f64 {
+        let mut last = self.0.last.lock().expect("lane load lock");
+        let elapsed = last.at.elapsed();
+        if elapsed >= LOAD_WINDOW {
+            let now: Vec<u64> = self.0.busy.iter().map(|busy| busy.load(Ordering::Relaxed)).collect();
+            let busiest = now
+                .iter()
+                .zip(&last.busy)
+                .map(|(now, then)| now - then)
+                .max()
+                .unwrap_or(0);
+            last.share = busiest as f64 / elapsed.as_nanos() as f64;
+            last.at = Instant::now();
+            last.busy = now;
+        }
+        last.share
+    }
+}
+
+/// One lane's share of [`LaneLoad`].
+struct LaneBusy {
+    load: LaneLoad,
+    lane: usize,
+}
+
+impl LaneBusy {
+    fn add(&self, busy: Duration) {
+        let nanos = u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX);
+        self.load.0.busy[self.lane].fetch_add(nanos, Ordering::Relaxed);
     }
 }
 

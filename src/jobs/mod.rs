@@ -41,6 +41,7 @@
 
 mod backoff;
 mod claim;
+mod deferral;
 mod error;
 mod execution;
 mod handler;
@@ -54,6 +55,7 @@ mod worker;
 use std::time::Duration;
 
 pub use self::backoff::Backoff;
+pub use self::deferral::{Deferral, Pressure};
 pub use self::error::JobError;
 pub use self::handler::{Cancelled, JobContext, JobFailure, JobHandler};
 pub use self::model::{

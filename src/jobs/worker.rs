@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::backoff::Backoff;
 use super::claim::{claim, finish_abandoned};
+use super::deferral::{Deferral, Gate};
 use super::error::JobError;
 use super::execution::{execute, ExecutionSettings};
 use super::handler::JobHandler;
@@ -23,6 +24,9 @@ use super::model::JobRecord;
 use super::registry::{hostname, Heartbeat, WorkerRegistration};
 use super::task::AbortOnDrop;
 use super::JOBS_AVAILABLE_CHANNEL;
+
+/// How often the claim loop looks for work while deferred kinds wait.
+const HOLDING_POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -91,6 +95,7 @@ pub struct Worker {
     pool: PgPool,
     config: WorkerConfig,
     handlers: HashMap<&'static str, Arc<dyn JobHandler>>,
+    deferral: Option<Deferral>,
 }
 
 impl Worker {
@@ -100,6 +105,7 @@ impl Worker {
             pool,
             config,
             handlers: HashMap::new(),
+            deferral: None,
         })
     }
 
@@ -113,6 +119,12 @@ impl Worker {
         }
         self.handlers.insert(kind, Arc::new(handler));
         Ok(self)
+    }
+
+    /// Lets the jobs of some kinds give way under pressure ([`Deferral`]).
+    pub fn with_deferral(mut self, deferral: Deferral) -> Self {
+        self.deferral = Some(deferral);
+        self
     }
 
     pub fn id(&self) -> &str {
@@ -191,19 +203,32 @@ impl Worker {
             lease_renewal_interval: self.config.heartbeat_interval,
             backoff: self.config.backoff,
         });
+        let mut gate = Gate::new(self.deferral.clone());
         while !shutdown.is_cancelled() {
+            let holding = gate.holding();
             let free_slots = self.config.concurrency.saturating_sub(running.len());
             if free_slots > 0 {
-                for job in self.claim_batch(kinds, free_slots).await {
-                    self.start(job, &settings, running, hard_stop);
+                let (claimable, most) = gate.claimable(kinds, holding);
+                if !claimable.is_empty() {
+                    for job in self.claim_batch(&claimable, free_slots.min(most)).await {
+                        let deferred = gate.start(&job.kind);
+                        self.start(job, &settings, running, hard_stop, deferred);
+                    }
                 }
             }
             let all_busy = running.len() >= self.config.concurrency;
+            // While deferred kinds wait, every new job's notification would be one more claim
+            // in the middle of the work they wait for: the loop looks again at a steady pace.
+            let pause = if holding {
+                self.config.poll_interval.min(HOLDING_POLL)
+            } else {
+                self.config.poll_interval
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => {}
                 Some(finished) = join_next(running) => log_task_failure(finished),
-                _ = wake.notified(), if !all_busy => {}
-                _ = sleep(self.config.poll_interval), if !all_busy => {}
+                _ = wake.notified(), if !all_busy && !holding => {}
+                _ = sleep(pause), if !all_busy => {}
             }
         }
     }
@@ -234,6 +259,7 @@ impl Worker {
         settings: &Arc<ExecutionSettings>,
         running: &mut JoinSet<()>,
         hard_stop: &CancellationToken,
+        deferred: Option<super::deferral::Running>,
     ) {
         let Some(handler) = self.handlers.get(job.kind.as_str()) else {
             // Unreachable: claims only ask for the kinds in `handlers`.
@@ -256,7 +282,13 @@ impl Worker {
             }
         }
         let task = execute(settings.clone(), handler.clone(), job, hard_stop.clone());
-        running.spawn(task.instrument(span));
+        running.spawn(
+            async move {
+                task.await;
+                drop(deferred);
+            }
+            .instrument(span),
+        );
     }
 
     /// Waits up to the grace period for running jobs, then interrupts the rest and waits for

@@ -1,5 +1,6 @@
 //! Black-box tests of the HTTP API and WebSocket listener. One binary, so it links once.
 
+mod analysis_backlog;
 mod chat_agent;
 mod chat_sessions;
 mod cloud_providers;
