@@ -25,10 +25,15 @@
 //!   matches every alert (then checks: no incident, an inbox entry per alert);
 //! - `ingest-grouped`: the storm while each tenant's grouping rule opens an incident per service
 //!   only after 5 of its alerts (held, then released, then joining by the rule);
+//! - `analyses` (not by default; the workers on): new incidents at a steady 10/s and 100/s, each
+//!   analysis timed from the incident's opening to its completion, then a 10 s storm of new
+//!   incidents and the time its analyses take to drain (`http_load/analyses.rs`);
 //! - `pgbench`: the baseline for the ingestion scenarios, pgbench inserting single JSON rows into the same
 //!   PostgreSQL with as many clients, for as long, before and after them (the ratio is taken against
 //!   the faster run).
 
+#[path = "http_load/analyses.rs"]
+mod analyses;
 #[path = "http_load/measures.rs"]
 mod measures;
 #[path = "http_load/noise.rs"]
@@ -289,6 +294,13 @@ async fn main() {
     if !mixes.is_empty() || wanted("pgbench") {
         run_ingest_scenarios(&base, &url, concurrency, duration, &mixes, wanted("pgbench")).await;
     }
+    if wanted("analyses") {
+        if run_workers {
+            analyses::run(&base, &url, concurrency, Duration::from_secs(10)).await;
+        } else {
+            println!("analyses: skipped, the workers are off (RUN_WORKERS=false)");
+        }
+    }
     if !wanted("liveness") && !wanted("sessions") {
         shutdown.cancel();
         let _ = server_task.await;
@@ -362,6 +374,39 @@ enum AlertMix {
     Recovering,
 }
 
+/// The `n`th notification of an ingestion scenario: its alert as `mix` relates it to the others,
+/// from one of `users`.
+fn alert_post(mix: AlertMix, users: &[String], n: u64) -> Post {
+    // A recovery is of the alert sent just before it: same tenant, key, service and time.
+    let recovery = mix == AlertMix::Recovering && n % 2 == 1;
+    let n = if recovery { n - 1 } else { n };
+    let tenant = (n as usize) % users.len();
+    let (service, fired) = match mix {
+        AlertMix::Storm | AlertMix::Recovering => {
+            (format!("service-{tenant}-{}", n % 3), 1_795_000_000 + (n as i64) / 64)
+        }
+        AlertMix::Distinct => (format!("service-{n}"), 1_795_000_000 + (n as i64) * 7_200),
+    };
+    let ends = if recovery {
+        chrono::DateTime::from_timestamp(fired + 60, 0).unwrap().to_rfc3339()
+    } else {
+        "0001-01-01T00:00:00Z".to_owned()
+    };
+    let fired = chrono::DateTime::from_timestamp(fired, 0).unwrap().to_rfc3339();
+    let alertname = format!("HighLatency{}", n % 3);
+    let status = if recovery { "resolved" } else { "firing" };
+    // The JSON written out rather than built as a `Value`: the driver shares the service's
+    // two cores, so every microsecond it spends is one the service does not get.
+    let body = format!(
+        r#"{{"status":"{status}","alerts":[{{"status":"{status}","fingerprint":"{n:016x}","labels":{{"alertname":"{alertname}","service":"{service}","severity":"critical"}},"annotations":{{"summary":"{service} p99 latency above 2s"}},"startsAt":"{fired}","endsAt":"{ends}"}}]}}"#
+    );
+    Post {
+        path: "/api/source_a/alerts",
+        user_id: users[tenant].clone(),
+        body,
+    }
+}
+
 /// Sustained ingestion against a pgbench single-row-insert baseline on the same database.
 async fn run_ingest_scenarios(
     base: &str,
@@ -401,37 +446,7 @@ async fn run_ingest_scenarios(
         let tenants_of_round = users.clone();
         let placement_before = PlacementTotals::scrape(&client, base).await;
         let addr = base.trim_start_matches("http://").to_owned();
-        let mut outcome = drive_posts(concurrency, duration, &addr, move |n| {
-            // A recovery is of the alert sent just before it: same tenant, key, service and time.
-            let recovery = mix == AlertMix::Recovering && n % 2 == 1;
-            let n = if recovery { n - 1 } else { n };
-            let tenant = (n as usize) % users.len();
-            let (service, fired) = match mix {
-                AlertMix::Storm | AlertMix::Recovering => {
-                    (format!("service-{tenant}-{}", n % 3), 1_795_000_000 + (n as i64) / 64)
-                }
-                AlertMix::Distinct => (format!("service-{n}"), 1_795_000_000 + (n as i64) * 7_200),
-            };
-            let ends = if recovery {
-                chrono::DateTime::from_timestamp(fired + 60, 0).unwrap().to_rfc3339()
-            } else {
-                "0001-01-01T00:00:00Z".to_owned()
-            };
-            let fired = chrono::DateTime::from_timestamp(fired, 0).unwrap().to_rfc3339();
-            let alertname = format!("HighLatency{}", n % 3);
-            let status = if recovery { "resolved" } else { "firing" };
-            // The JSON written out rather than built as a `Value`: the driver shares the service's
-            // two cores, so every microsecond it spends is one the service does not get.
-            let body = format!(
-                r#"{{"status":"{status}","alerts":[{{"status":"{status}","fingerprint":"{n:016x}","labels":{{"alertname":"{alertname}","service":"{service}","severity":"critical"}},"annotations":{{"summary":"{service} p99 latency above 2s"}},"startsAt":"{fired}","endsAt":"{ends}"}}]}}"#
-            );
-            Post {
-                path: "/api/source_a/alerts",
-                user_id: users[tenant].clone(),
-                body,
-            }
-        })
-        .await;
+        let mut outcome = drive_posts(concurrency, duration, &addr, move |n| alert_post(mix, &users, n)).await;
         println!(
             "{:>20}: {:>9.0} alerts/s  p50 {:>7.2} ms  p99 {:>7.2} ms  ({} alerts, {} failed)",
             name,
