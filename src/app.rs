@@ -217,7 +217,7 @@ async fn serve_metrics_only(
         .with_context(|| format!("binding the worker's metrics port {}", at.1))?;
     tracing::info!(metrics = %listener.local_addr()?, "worker metrics listening");
     let router = axum::Router::new()
-        .route("/metrics", axum::routing::get(crate::metrics::metrics_handler))
+        .route("/metrics", axum::routing::get(crate::http::metrics::metrics_handler))
         .with_state(state);
     tokio::spawn(async move {
         let served = axum::serve(listener, router)

@@ -14,6 +14,8 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// How the service's pooled connections name themselves in `pg_stat_activity` (its ingestion
 /// lanes say what they are), so that `vigil replay` can tell that a service is running.
 pub const SERVICE_APPLICATION_NAME: &str = "vigil";
+/// How the ingestion lanes' own connections name themselves (`pg_stat_activity`).
+pub const LANE_APPLICATION_NAME: &str = "vigil ingestion lane";
 /// How `vigil replay`'s connections name themselves.
 pub const REPLAY_APPLICATION_NAME: &str = "vigil replay";
 
@@ -105,10 +107,7 @@ pub async fn service_connections(db: &PgPool) -> sqlx::Result<i64> {
         "SELECT count(*) FROM pg_stat_activity
          WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = ANY($1)",
     )
-    .bind([
-        SERVICE_APPLICATION_NAME,
-        crate::ingest::placement::LANE_APPLICATION_NAME,
-    ])
+    .bind([SERVICE_APPLICATION_NAME, LANE_APPLICATION_NAME])
     .fetch_one(db)
     .await
 }

@@ -329,3 +329,11 @@ impl From<BytesRejection> for AppError {
         }
     }
 }
+/// A required text field of a request, trimmed; blank is a 400 naming the field.
+pub fn required(value: &str, field: &str) -> Result<String, AppError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(AppError::invalid(format!("{field} is required")));
+    }
+    Ok(value.to_owned())
+}

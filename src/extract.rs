@@ -10,7 +10,7 @@ use axum::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::error::AppError;
+use crate::{error::AppError, text::without_nul_escapes};
 
 /// A JSON request body. Empty body → 400 `missing_body`; broken JSON → 400 `invalid_json`; JSON
 /// of the wrong shape → 400 `invalid_request` naming the field; text after the document → 400
@@ -268,38 +268,6 @@ fn without_offending_value(message: &str) -> Cow<'_, str> {
     }
 }
 
-/// JSON text without the `\u0000` escapes of its strings. PostgreSQL stores a NUL neither in text
-/// nor in jsonb, so one would fail the request late, as a 500, and an alert sender would retry it
-/// forever; it carries nothing a person meant to send. Borrowed when there is none (the usual case).
-pub fn without_nul_escapes(json: &[u8]) -> Cow<'_, [u8]> {
-    const NUL: &[u8] = b"\\u0000";
-    if !json.windows(NUL.len()).any(|window| window == NUL) {
-        return Cow::Borrowed(json);
-    }
-    let mut kept = Vec::with_capacity(json.len());
-    let (mut at, mut in_string) = (0, false);
-    while let Some(&byte) = json.get(at) {
-        if in_string && byte == b'\\' {
-            // An escape: a NUL's is dropped, any other is kept whole (so `\\u0000`, an escaped
-            // backslash before the text `u0000`, stays).
-            let escape = if json[at..].starts_with(NUL) {
-                &[][..]
-            } else {
-                &json[at..(at + 2).min(json.len())]
-            };
-            kept.extend_from_slice(escape);
-            at += if escape.is_empty() { NUL.len() } else { escape.len() };
-            continue;
-        }
-        if byte == b'"' {
-            in_string = !in_string;
-        }
-        kept.push(byte);
-        at += 1;
-    }
-    Cow::Owned(kept)
-}
-
 /// The `Content-Type` when it names a format that is certainly not JSON (an HTML form's).
 fn other_structured_format(headers: &HeaderMap) -> Option<String> {
     let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
@@ -322,15 +290,6 @@ pub struct Path<T>(pub T);
 #[from_request(via(axum::extract::Query), rejection(AppError))]
 pub struct Query<T>(pub T);
 
-/// A required text field of a request, trimmed; blank is a 400 naming the field.
-pub fn required(value: &str, field: &str) -> Result<String, AppError> {
-    let value = value.trim();
-    if value.is_empty() {
-        return Err(AppError::invalid(format!("{field} is required")));
-    }
-    Ok(value.to_owned())
-}
-
 /// A page size of 1 to `max` given as digits, `default` when not given.
 pub fn page_limit(limit: Option<&str>, default: i64, max: i64) -> Result<i64, AppError> {
     let Some(limit) = limit else {
@@ -346,25 +305,6 @@ pub fn page_limit(limit: Option<&str>, default: i64, max: i64) -> Result<i64, Ap
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nul_escapes_are_dropped_from_strings_only() {
-        let cases = [
-            (r#"{"a":"x\u0000y"}"#, r#"{"a":"xy"}"#),
-            (r#"{"a\u0000":"\u0000"}"#, r#"{"a":""}"#),
-            (r#"{"a":"\\u0000"}"#, r#"{"a":"\\u0000"}"#),
-            (r#"{"a":"\"\u0000\""}"#, r#"{"a":"\"\""}"#),
-            (r#"{"a":"\u00001"}"#, r#"{"a":"1"}"#),
-        ];
-        for (given, expected) in cases {
-            assert_eq!(
-                std::str::from_utf8(&without_nul_escapes(given.as_bytes())).unwrap(),
-                expected,
-                "{given}"
-            );
-        }
-        assert!(matches!(without_nul_escapes(br#"{"a":"b"}"#), Cow::Borrowed(_)));
-    }
 
     #[test]
     fn shape_errors_name_the_kind_of_value_found_but_not_the_value() {

@@ -4,6 +4,15 @@ use sqlx::PgPool;
 
 use crate::error::{on_unique_violation, AppError};
 
+/// The longest user id accepted (bytes), over HTTP and the WebSocket alike.
+pub const MAX_USER_ID_LEN: usize = 255;
+
+/// A user id as every entry point reads it (`X-User-ID`, the WebSocket's `init` and the user ids of
+/// its later messages): trimmed, so that one user is never two.
+pub fn normalized_user_id(raw: &str) -> &str {
+    raw.trim()
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct User {
     pub id: String,

@@ -441,7 +441,7 @@ impl Turn<'_> {
             messages.push(completion.to_message());
             for call in &completion.tool_calls {
                 // Saved with the conversation, where PostgreSQL takes no NUL character.
-                let arguments = crate::extract::without_nul_escapes(call.arguments.as_bytes());
+                let arguments = crate::text::without_nul_escapes(call.arguments.as_bytes());
                 let input = serde_json::from_slice(&arguments)
                     .unwrap_or_else(|_| Value::String(call.arguments.replace('\0', "")));
                 let output = self.run_tool(&call.id, &call.name, &input).await;

@@ -14,11 +14,10 @@ use axum::{
 };
 use axum_extra::extract::CookieJar;
 
+pub use crate::users::{normalized_user_id, MAX_USER_ID_LEN};
 use crate::{config::AuthMode, error::AppError, state::AppState};
 
 pub const USER_ID_HEADER: &str = "x-user-id";
-/// The longest user id accepted (bytes), over HTTP and the WebSocket alike.
-pub const MAX_USER_ID_LEN: usize = 255;
 
 /// The outcome of looking at a request's credentials.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,12 +112,6 @@ pub enum Claim {
     /// The id, trimmed. UTF-8 beyond ASCII is an id like any other, as it is in the WebSocket's
     /// `init`.
     Id(String),
-}
-
-/// A user id as every entry point reads it (`X-User-ID`, the WebSocket's `init` and the user ids of
-/// its later messages): trimmed, so that one user is never two.
-pub fn normalized_user_id(raw: &str) -> &str {
-    raw.trim()
 }
 
 pub fn claimed_user_id(headers: &HeaderMap) -> Claim {

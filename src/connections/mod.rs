@@ -392,7 +392,7 @@ pub fn not_configured(provider: Provider) -> AppError {
 /// Checks a body's `userId` (required by the spec): blank is a 400 like a missing one; someone
 /// other than the caller is a 403.
 pub fn check_user_id(claimed: &str, user_id: &str) -> Result<(), AppError> {
-    if crate::extract::required(claimed, "userId")? != user_id {
+    if crate::error::required(claimed, "userId")? != user_id {
         return Err(AppError::Forbidden(
             "userId does not match the authenticated user".into(),
         ));

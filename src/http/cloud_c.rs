@@ -14,8 +14,8 @@ use vigil_providers::{
 use crate::{
     auth::AuthUser,
     connections::{self as conn, provider_unavailable, TokenFields},
+    error::required,
     error::{AppError, ErrorBody},
-    extract::required,
     extract::JsonBody,
     state::AppState,
 };

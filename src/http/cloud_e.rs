@@ -15,8 +15,8 @@ use vigil_secrets::{
 use crate::{
     auth::AuthUser,
     connections::{self as conn, provider_unavailable, TokenFields},
+    error::required,
     error::{AppError, ErrorBody},
-    extract::required,
     extract::JsonBody,
     http::cloud_a::{disconnect_deleting, SuccessMessage},
     state::AppState,

@@ -18,6 +18,7 @@ mod incident_chat;
 mod incident_split;
 mod incidents;
 mod ingestion;
+pub mod metrics;
 mod postmortems;
 mod request_id;
 mod silences;
@@ -43,7 +44,7 @@ use utoipa::{
 };
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use crate::{error::AppError, metrics, rate_limit, state::AppState};
+use crate::{error::AppError, rate_limit, state::AppState};
 
 #[derive(OpenApi)]
 #[openapi(

@@ -1,5 +1,5 @@
-//! Prometheus metrics (`GET /metrics`) and the middleware that records them, applies the request
-//! timeout, and logs each internal error once. The families other parts of the service record
+//! Prometheus metrics: the registry `GET /metrics` renders (its handler and the middleware that
+//! records each request are in `http::metrics`). The families other parts of the service record
 //! into are in `families` and `placement`; the gauges read at scrape time in `scrape`. Every
 //! label takes values from a fixed set (routes as templates, sources, kinds...): never a user,
 //! incident or session id.
@@ -10,15 +10,11 @@ mod scrape;
 
 use std::time::Instant;
 
-use axum::{
-    extract::{MatchedPath, Request, State},
-    http::{header, StatusCode},
-    middleware::Next,
-    response::{IntoResponse, Response},
-};
+use axum::http::StatusCode;
 use prometheus::{core::Collector, Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
 
 use self::scrape::ScrapeGauges;
+pub use self::scrape::ScrapeSources;
 pub use self::{
     families::{
         AnalysisMetrics, AnalysisOutcome, ModelMetrics, ModelOutcome, OpenConnection, RateLimitMetrics,
@@ -28,11 +24,6 @@ pub use self::{
     scrape::LAG_EVENTS_CAP,
 };
 pub use crate::event_store::EventMetrics;
-
-use crate::{
-    error::{AppError, InternalErrorReport},
-    state::AppState,
-};
 
 /// Every metric of the service, in one registry (`GET /metrics`). See docs/metrics.md.
 pub struct Metrics {
@@ -94,9 +85,9 @@ impl Metrics {
     }
 
     /// The text exposition, with the gauges read at scrape time refreshed first.
-    pub async fn render(&self, state: &AppState) -> String {
+    pub async fn render(&self, sources: ScrapeSources<'_>) -> String {
         let _scraping = self.scraping.lock().await;
-        self.scraped.refresh(state).await;
+        self.scraped.refresh(sources).await;
         let mut buffer = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut buffer)
@@ -117,37 +108,4 @@ fn registered<M: Collector + Clone + 'static>(registry: &Registry, metric: M) ->
         .register(Box::new(metric.clone()))
         .expect("metric registered once");
     metric
-}
-
-/// Prometheus text exposition of the service's metrics (docs/metrics.md).
-#[utoipa::path(get, path = "/metrics", operation_id = "getMetrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
-pub async fn metrics_handler(State(state): State<AppState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(&state).await,
-    )
-}
-
-pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().as_str().to_owned();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
-    let response = match tokio::time::timeout(state.config.request_timeout(), next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => AppError::Refused {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            code: "timeout",
-            message: "the request took too long and was abandoned".into(),
-        }
-        .into_response(),
-    };
-    if let Some(InternalErrorReport(cause)) = response.extensions().get::<InternalErrorReport>() {
-        tracing::error!(%method, %route, error = %format!("{cause:#}"), "request failed");
-    }
-    state.metrics.observe(&method, &route, response.status(), started);
-    response
 }

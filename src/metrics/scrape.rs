@@ -9,7 +9,6 @@ use std::time::Duration;
 use prometheus::{GaugeVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 use super::registered;
-use crate::state::AppState;
 
 /// Events counted at most per consumer; past it the lag in seconds tells how far behind it is.
 pub const LAG_EVENTS_CAP: i64 = 10_000;
@@ -108,25 +107,18 @@ impl ScrapeGauges {
 
     /// Reads every gauge afresh. The pool's numbers are the pool's own; the rest come from the
     /// database, and stay out of the exposition when it does not answer (`vigil_database_up` 0).
-    pub async fn refresh(&self, state: &AppState) {
-        let pool = &state.db;
+    pub async fn refresh(&self, sources: ScrapeSources<'_>) {
+        let pool = sources.db;
         self.pool_connections.set(i64::from(pool.size()));
         self.pool_idle.set(pool.num_idle() as i64);
         self.pool_max.set(i64::from(pool.options().get_max_connections()));
-        let consumers: Vec<_> = state
-            .events
-            .consumers
-            .iter()
-            .chain(&state.events.reactors)
-            .cloned()
-            .collect();
         let read = async {
             tokio::try_join!(
                 job_queue(pool),
-                vigil_projections::lag(pool, &consumers, LAG_EVENTS_CAP),
+                vigil_projections::lag(pool, &sources.consumers, LAG_EVENTS_CAP),
             )
         };
-        let read = if state.database_circuit.is_open() {
+        let read = if sources.database_known_down {
             None
         } else {
             tokio::time::timeout(SCRAPE_TIMEOUT, read).await.ok()
@@ -165,6 +157,14 @@ impl ScrapeGauges {
             self.lag_seconds.with_label_values(&[lag.consumer]).set(lag.seconds);
         }
     }
+}
+
+/// What a scrape reads besides the registry: the pool, the event consumers whose lag it reports,
+/// and whether the database is known to be down (its reads are then skipped).
+pub struct ScrapeSources<'a> {
+    pub db: &'a sqlx::PgPool,
+    pub consumers: Vec<std::sync::Arc<dyn vigil_projections::EventConsumer>>,
+    pub database_known_down: bool,
 }
 
 /// Per kind with unfinished jobs: the due waiting ones, the age of the oldest, the running ones;

@@ -148,10 +148,10 @@ impl Connection {
             Err(error) => return self.outbox.send(ServerMessage::error(error.text)),
         };
         if let ClientMessage::Init { user_id } = message {
-            if user_id.len() > crate::auth::MAX_USER_ID_LEN {
+            if user_id.len() > crate::users::MAX_USER_ID_LEN {
                 return self.outbox.send(ServerMessage::error(format!(
                     "user_id must be at most {} bytes",
-                    crate::auth::MAX_USER_ID_LEN
+                    crate::users::MAX_USER_ID_LEN
                 )));
             }
             if self.user_id.as_ref().is_some_and(|current| *current != user_id) {

@@ -118,7 +118,7 @@ impl ParseError {
 
 impl ClientMessage {
     pub fn parse(text: &str) -> Result<Self, ParseError> {
-        let text = crate::extract::without_nul_escapes(text.as_bytes());
+        let text = crate::text::without_nul_escapes(text.as_bytes());
         let value: Value = serde_json::from_slice(&text).map_err(|_| ParseError::new("message is not valid JSON"))?;
         if !value.is_object() {
             return Err(ParseError::new("a message is a JSON object"));
@@ -171,7 +171,7 @@ impl ClientMessage {
                     serde_path_to_error::deserialize(value).map_err(|error| invalid(query_error(&error)))?;
                 // Read as `init`'s user id is (and `X-User-ID` over HTTP), or `" alice "` would be
                 // refused as another user than the `" alice "` of the connection's `init`.
-                query.user_id = crate::auth::normalized_user_id(&query.user_id).to_owned();
+                query.user_id = crate::users::normalized_user_id(&query.user_id).to_owned();
                 if query.user_id.is_empty() || query.session_id.trim().is_empty() {
                     return Err(invalid("a chat query needs user_id and session_id".into()));
                 }
@@ -196,12 +196,12 @@ fn canonical_session_id(raw: &str) -> String {
         .map_or_else(|_| raw.to_owned(), |id| id.to_string())
 }
 
-/// A message's `user_id`, normalized as every user id is ([`crate::auth::normalized_user_id`]).
+/// A message's `user_id`, normalized as every user id is ([`crate::users::normalized_user_id`]).
 fn user_id_field(value: &Value) -> Option<String> {
     value
         .get("user_id")
         .and_then(Value::as_str)
-        .map(crate::auth::normalized_user_id)
+        .map(crate::users::normalized_user_id)
         .filter(|id| !id.is_empty())
         .map(str::to_owned)
 }

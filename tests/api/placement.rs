@@ -355,7 +355,7 @@ async fn a_lane_whose_connection_died_places_the_next_notification_on_a_new_one(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
          WHERE datname = current_database() AND application_name = $1",
     )
-    .bind(vigil::ingest::placement::LANE_APPLICATION_NAME)
+    .bind(vigil::db::LANE_APPLICATION_NAME)
     .fetch_all(&app.db)
     .await
     .unwrap();

@@ -11,8 +11,6 @@ pub const KNOWN_DEBT: &[(&str, &str, &str)] = &[
     ("analysis", "agent", "the RCA's model rounds borrow the agent's tools, cli and credentials; incident chat runs agent::answer"),
     ("agent", "analysis", "the agent records its model calls as analysis::model::Call: the model client lives in analysis"),
     ("agent", "connections", "agent/credentials.rs gets cloud_cli's credentials from connections (cloud_a tokens, cloud_b roles)"),
-    ("agent", "extract", "the agent cleans tool arguments with extract::without_nul_escapes, an HTTP body helper"),
-    ("connections", "extract", "connections validate the OAuth body's userId with extract::required, an HTTP body helper"),
     ("analysis", "ingest", "rca.rs parses the incident's alerts again with ingest::parsers and service::alert_evidence"),
     ("ingest", "analysis", "bridging.rs builds its reactor from analysis::reactor::JobReactor"),
     // Use cases take the whole AppState instead of the handles they use.
@@ -20,11 +18,6 @@ pub const KNOWN_DEBT: &[(&str, &str, &str)] = &[
     ("analysis", "state", "the RCA, postmortem and incident-chat job handlers take AppState"),
     ("connections", "state", "Connectors' operations and the cloud_a setup job take AppState"),
     ("ingest", "state", "service::ingest, the ingestion-token owner lookup and the bridge job take AppState"),
-    // The platform reaches up.
-    ("db", "ingest", "db::service_connections names the lanes' connections by ingest::placement::LANE_APPLICATION_NAME"),
-    ("metrics", "state", "the /metrics handler and the request-observing middleware live in metrics.rs and take AppState"),
-    ("ingest", "metrics", "placement reports its phases to metrics::PlacementMetrics; a cycle through metrics -> state"),
-    ("analysis", "metrics", "the RCA job and the model client count into metrics' families; a cycle through metrics -> state"),
     // The HTTP middleware and the state that holds everything form one loop.
     ("auth", "state", "the identity extractors read login sessions and config from AppState"),
     ("db_circuit", "state", "the database gate is a middleware over AppState"),
@@ -32,7 +25,6 @@ pub const KNOWN_DEBT: &[(&str, &str, &str)] = &[
     ("rate_limit", "state", "the rate-limit middleware takes AppState"),
     ("rate_limit", "auth", "the rate-limit middleware finds the caller through auth::Identity"),
     ("rate_limit", "ingest", "ingestion budgets are per ingest::parsers::Source and find token owners with ingest::tokens"),
-    ("ws", "auth", "the socket checks user ids with auth::normalized_user_id and auth::MAX_USER_ID_LEN"),
     ("ws", "state", "the listener and each connection take AppState"),
     // AppState holding a handle is the right direction; these close the loops above.
     ("state", "agent", "AppState holds the agent's CliConfig and ReplyTurns"),
@@ -41,7 +33,6 @@ pub const KNOWN_DEBT: &[(&str, &str, &str)] = &[
     ("state", "connections", "AppState holds the Connectors"),
     ("state", "db_circuit", "AppState holds the DatabaseCircuit"),
     ("state", "ingest", "AppState holds the IngestPipeline"),
-    ("state", "metrics", "AppState holds the HttpMetrics"),
     ("state", "rate_limit", "AppState holds the RateLimiter"),
     ("state", "ws", "AppState holds the SessionFanout"),
 ];

@@ -170,9 +170,6 @@ impl Default for Flapping {
     }
 }
 
-/// How placement's connections name themselves to the database (`pg_stat_activity`).
-pub const LANE_APPLICATION_NAME: &str = "vigil ingestion lane";
-
 impl Placer {
     pub fn new(
         db: PgPool,
@@ -227,7 +224,7 @@ impl Placer {
     pub async fn connect(&self) -> sqlx::Result<PgConnection> {
         let options = (*self.db.connect_options())
             .clone()
-            .application_name(LANE_APPLICATION_NAME);
+            .application_name(crate::db::LANE_APPLICATION_NAME);
         let mut conn: PgConnection = sqlx::Connection::connect_with(&options).await?;
         sqlx::Executor::execute(&mut conn, LANE_SETTINGS).await?;
         Ok(conn)
