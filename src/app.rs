@@ -88,7 +88,7 @@ impl Application {
             events,
             correlation,
             vectors: VectorStore::default(),
-            model: crate::analysis::model::Model::from_config(&config, &db)?
+            model: crate::language_model::Model::from_config(&config, &db)?
                 .map(|model| Arc::new(model.with_metrics(metrics.model.clone()))),
             agent_cli: config.agent_cli_dir.clone().map(|bin_dir| {
                 Arc::new(crate::agent::cli::CliConfig {

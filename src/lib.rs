@@ -19,6 +19,7 @@ pub mod incident_merge;
 pub mod incident_split;
 pub mod ingest;
 pub mod jobs;
+pub mod language_model;
 pub mod metrics;
 pub mod orchestration;
 pub mod rate_limit;

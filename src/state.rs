@@ -43,7 +43,7 @@ pub struct Services {
     pub correlation: Arc<CorrelationConfig>,
     pub vectors: VectorStore,
     /// The language model, when one is configured.
-    pub model: Option<Arc<crate::analysis::model::Model>>,
+    pub model: Option<Arc<crate::language_model::Model>>,
     /// The agent's cloud command tool, when `AGENT_CLI_DIR` is set.
     pub agent_cli: Option<Arc<crate::agent::cli::CliConfig>>,
     /// Where alert notifications are placed into incidents, in batches.

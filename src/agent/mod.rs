@@ -32,8 +32,8 @@ pub use outbox::{HeldOutbox, Outbox};
 
 use self::tools::Tool;
 use crate::{
-    analysis::model::Call,
     event_store::{execute, Actor},
+    language_model::Call,
     state::AppState,
     text::shortened,
     ws::protocol::{ChatQuery, Mode, ServerMessage, Severity, ToolCallStatus},

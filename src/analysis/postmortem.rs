@@ -14,9 +14,8 @@ use vigil_projections::{
     incidents::{self as read, CorrelatedAlertRow, IncidentRow, SuggestionRow, ThoughtRow},
 };
 
-use super::reactor::JobReactor;
 use crate::{
-    jobs::{JobContext, JobFailure, JobHandler, NewJob},
+    jobs::{JobContext, JobFailure, JobHandler, JobReactor, NewJob},
     state::AppState,
 };
 

@@ -21,7 +21,6 @@ use vigil_projections::incidents as read;
 use super::{
     analyst::{self, AlertFact, DeploymentFact, EarlierIncident, IncidentFacts, PastIncident, ThoughtKind},
     rca_model,
-    reactor::JobReactor,
 };
 use crate::{
     event_store::{execute, Actor},
@@ -29,7 +28,7 @@ use crate::{
         parsers::{self, Source},
         service::alert_evidence,
     },
-    jobs::{JobContext, JobFailure, JobHandler, NewJob},
+    jobs::{JobContext, JobFailure, JobHandler, JobReactor, NewJob},
     metrics::AnalysisOutcome,
     state::AppState,
 };

@@ -15,12 +15,10 @@ use vigil_aggregates::{
 };
 use vigil_llm::{ChatMessage, ChatRequest};
 
-use super::{
-    analyst::{self, Analysis, Thought, ThoughtKind},
-    model::{Call, Model},
-};
+use super::analyst::{self, Analysis, Thought, ThoughtKind};
 use crate::{
     agent::{cli::CommandKind, credentials::Access, tools::Tool},
+    language_model::{Call, Model},
     state::AppState,
 };
 

@@ -12,11 +12,10 @@ use uuid::Uuid;
 use vigil_projections::{incidents as read, StoredEvent};
 
 use crate::{
-    analysis::reactor::JobReactor,
     error::AppError,
     event_store::Actor,
     incident_merge,
-    jobs::{JobContext, JobFailure, JobHandler, NewJob},
+    jobs::{JobContext, JobFailure, JobHandler, JobReactor, NewJob},
     state::AppState,
 };
 

@@ -48,6 +48,7 @@ mod handler;
 mod lease;
 mod model;
 mod queue;
+mod reactor;
 mod registry;
 mod task;
 mod worker;
@@ -82,6 +83,7 @@ pub mod kinds {
 pub use self::queue::{
     cancel, enqueue, enqueue_in, enqueue_many_in, find_by_unique_key, get, live_workers, requeue, LIVE_WORKER_WINDOW,
 };
+pub use self::reactor::{JobReactor, JobsOf};
 pub use self::worker::{default_worker_id, Worker, WorkerConfig};
 
 /// The channel the `jobs_available` trigger notifies, with the job's kind as payload.

@@ -172,7 +172,7 @@ impl ModelOutcome {
     }
 }
 
-/// What model calls are for (`analysis::model::Call::request_type`).
+/// What model calls are for (`language_model::Call::request_type`).
 const MODEL_REQUEST_TYPES: [&str; 4] = ["chat", "rca", "summary", "postmortem"];
 
 /// Language-model calls, by what they were for (`request_type`: chat, rca, summary, postmortem).

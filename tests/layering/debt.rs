@@ -8,11 +8,7 @@ pub const KNOWN_DEBT: &[(&str, &str, &str)] = &[
     ("agent", "ws", "the agent speaks the socket's wire format (ws::protocol's ChatQuery, ServerMessage) and its Outbox relays through ws::fanout"),
     ("ws", "agent", "the socket runs agent::answer with the agent's Outbox; protocol maps a Mode to agent::credentials::Access"),
     ("analysis", "ws", "incident_chat.rs builds a ws::protocol::ChatQuery (and a socket Outbox) to reuse agent::answer"),
-    ("analysis", "agent", "the RCA's model rounds borrow the agent's tools, cli and credentials; incident chat runs agent::answer"),
-    ("agent", "analysis", "the agent records its model calls as analysis::model::Call: the model client lives in analysis"),
     ("agent", "connections", "agent/credentials.rs gets cloud_cli's credentials from connections (cloud_a tokens, cloud_b roles)"),
-    ("analysis", "ingest", "rca.rs parses the incident's alerts again with ingest::parsers and service::alert_evidence"),
-    ("ingest", "analysis", "bridging.rs builds its reactor from analysis::reactor::JobReactor"),
     // Use cases take the whole AppState instead of the handles they use.
     ("agent", "state", "agent::answer, its tools and its credentials take AppState"),
     ("analysis", "state", "the RCA, postmortem and incident-chat job handlers take AppState"),
@@ -28,7 +24,6 @@ pub const KNOWN_DEBT: &[(&str, &str, &str)] = &[
     ("ws", "state", "the listener and each connection take AppState"),
     // AppState holding a handle is the right direction; these close the loops above.
     ("state", "agent", "AppState holds the agent's CliConfig and ReplyTurns"),
-    ("state", "analysis", "AppState holds the language model (analysis::model::Model)"),
     ("state", "auth", "AppState holds the password hasher and login sessions"),
     ("state", "connections", "AppState holds the Connectors"),
     ("state", "db_circuit", "AppState holds the DatabaseCircuit"),

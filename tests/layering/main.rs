@@ -40,6 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "error",
             "event_store",
             "jobs",
+            "language_model",
             "metrics",
             "telemetry",
             "text",

@@ -1,10 +1,11 @@
-//! Reactors on the incident event tail that turn one kind of event into a background job.
+//! Reactors on the incident event tail that turn one kind of event into a background job (the
+//! analyses, the postmortems and the merges of bridged incidents are each one).
 
 use async_trait::async_trait;
 use sqlx::PgPool;
 use vigil_projections::{EventConsumer, Payloads, ProjectionError, StoredEvent};
 
-use crate::jobs::{enqueue_many_in, NewJob};
+use super::{enqueue_many_in, NewJob};
 
 /// What a reactor makes of one event: the jobs to enqueue (often one, possibly none).
 pub type JobsOf = Box<dyn Fn(&StoredEvent) -> Vec<NewJob> + Send + Sync>;
