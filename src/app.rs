@@ -181,7 +181,11 @@ pub async fn run_worker(state: AppState, shutdown: CancellationToken) -> anyhow:
         .with_handler(crate::analysis::postmortem::PostmortemHandler { state: state.clone() })?
         .with_handler(crate::analysis::incident_chat::IncidentChatHandler { state: state.clone() })?
         .with_handler(crate::connections::CloudASetupHandler { state: state.clone() })?
-        .with_handler(crate::ingest::bridging::BridgeHandler { state: state.clone() })?;
+        .with_handler(crate::ingest::bridging::BridgeHandler {
+            db: state.db.clone(),
+            events: state.events.clone(),
+            correlation: state.correlation.clone(),
+        })?;
     tracing::info!(worker = worker.id(), "job worker running");
     worker.run(shutdown).await.context("job worker failed")
 }

@@ -27,12 +27,13 @@ use axum::{
 use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 
+use vigil_aggregates::source::Source;
+
 use crate::{
-    auth::Identity,
+    auth::{ingestion_token::TokenOwner, Identity},
     cache::{Cache, RedisHandle},
     config::Config,
     error::AppError,
-    ingest::{parsers::Source, tokens::TokenOwner},
     state::AppState,
 };
 

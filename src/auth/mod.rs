@@ -5,6 +5,7 @@
 //! `users` (the gateway that sets it owns the user directory), so data is keyed by the id alone.
 
 pub mod gateway;
+pub mod ingestion_token;
 pub mod password;
 pub mod sessions;
 

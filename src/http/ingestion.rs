@@ -17,7 +17,10 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use crate::{
-    auth::{AuthUser, Identity},
+    auth::{
+        ingestion_token::{presented_token, TokenOwner},
+        AuthUser, Identity,
+    },
     error::{AppError, ErrorBody},
     extract::{JsonBody, Path, PostedJson},
     ingest::{
@@ -55,11 +58,11 @@ impl FromRequestParts<AppState> for IngestionCaller {
         if let Identity::User(user_id) = Identity::from_request_parts(parts, state).await? {
             return Ok(Self { user_id });
         }
-        if let Some(user_id) = tokens::TokenOwner::resolve(parts, state).await? {
+        if let Some(user_id) = TokenOwner::resolve(parts, state).await? {
             tracing::Span::current().record("user_id", user_id.as_str());
             return Ok(Self { user_id });
         }
-        if tokens::presented_token(&parts.headers, &parts.uri).is_some() {
+        if presented_token(&parts.headers, &parts.uri).is_some() {
             return Err(AppError::Unauthorized("unknown or revoked ingestion token".into()));
         }
         Err(AppError::Unauthorized(

@@ -5,18 +5,20 @@
 //! into a job, and the job merges
 //! the younger incident into the older one, as the correlator (`system:correlation`).
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use uuid::Uuid;
+use vigil_aggregates::correlation::CorrelationConfig;
 use vigil_projections::{incidents as read, StoredEvent};
 
 use crate::{
     error::AppError,
-    event_store::Actor,
+    event_store::{Actor, EventStore},
     incident_merge,
     jobs::{JobContext, JobFailure, JobHandler, JobReactor, NewJob},
-    state::AppState,
 };
 
 pub use crate::jobs::kinds::BRIDGE_JOB;
@@ -77,8 +79,11 @@ async fn split_apart(db: &sqlx::PgPool, a: Uuid, b: Uuid) -> sqlx::Result<bool> 
     .await
 }
 
+/// The job that merges two incidents an alert bridged, with the handles it uses.
 pub struct BridgeHandler {
-    pub state: AppState,
+    pub db: sqlx::PgPool,
+    pub events: Arc<EventStore>,
+    pub correlation: Arc<CorrelationConfig>,
 }
 
 #[async_trait]
@@ -89,7 +94,7 @@ impl JobHandler for BridgeHandler {
 
     async fn run(&self, job: &JobContext) -> Result<Value, JobFailure> {
         let payload: BridgePayload = job.payload_as()?;
-        let state = &self.state;
+        let state = self;
         let user_id: Option<String> = sqlx::query_scalar("SELECT user_id FROM incidents WHERE id = $1")
             .bind(payload.joined)
             .fetch_optional(&state.db)

@@ -13,21 +13,18 @@ pub const KNOWN_DEBT: &[(&str, &str, &str)] = &[
     ("agent", "state", "agent::answer, its tools and its credentials take AppState"),
     ("analysis", "state", "the RCA, postmortem and incident-chat job handlers take AppState"),
     ("connections", "state", "Connectors' operations and the cloud_a setup job take AppState"),
-    ("ingest", "state", "service::ingest, the ingestion-token owner lookup and the bridge job take AppState"),
     // The HTTP middleware and the state that holds everything form one loop.
     ("auth", "state", "the identity extractors read login sessions and config from AppState"),
     ("db_circuit", "state", "the database gate is a middleware over AppState"),
     ("db_circuit", "rate_limit", "the database gate tells requests apart with rate_limit::Scope"),
     ("rate_limit", "state", "the rate-limit middleware takes AppState"),
     ("rate_limit", "auth", "the rate-limit middleware finds the caller through auth::Identity"),
-    ("rate_limit", "ingest", "ingestion budgets are per ingest::parsers::Source and find token owners with ingest::tokens"),
     ("ws", "state", "the listener and each connection take AppState"),
     // AppState holding a handle is the right direction; these close the loops above.
     ("state", "agent", "AppState holds the agent's CliConfig and ReplyTurns"),
     ("state", "auth", "AppState holds the password hasher and login sessions"),
     ("state", "connections", "AppState holds the Connectors"),
     ("state", "db_circuit", "AppState holds the DatabaseCircuit"),
-    ("state", "ingest", "AppState holds the IngestPipeline"),
     ("state", "rate_limit", "AppState holds the RateLimiter"),
     ("state", "ws", "AppState holds the SessionFanout"),
 ];
