@@ -63,6 +63,7 @@ impl Placer {
         };
         let ranges: Vec<(String, i64)> = commands.iter().filter_map(|(id, _)| behind(id)).collect();
         if !ranges.is_empty() {
+            // To the stream's end: a last sequence whose range size (last - first + 1) cannot overflow.
             let ranges: Vec<(&str, i64, i64)> = ranges
                 .iter()
                 .map(|(id, first)| (id.as_str(), *first, i64::MAX - 1))
