@@ -180,7 +180,9 @@ pub async fn run_worker(state: AppState, shutdown: CancellationToken) -> anyhow:
         .with_handler(crate::analysis::rca::RcaHandler { state: state.clone() })?
         .with_handler(crate::analysis::postmortem::PostmortemHandler { state: state.clone() })?
         .with_handler(crate::analysis::incident_chat::IncidentChatHandler { state: state.clone() })?
-        .with_handler(crate::connections::CloudASetupHandler { state: state.clone() })?
+        .with_handler(crate::connections::CloudASetupHandler {
+            state: state.connection_handles(),
+        })?
         .with_handler(crate::ingest::bridging::BridgeHandler {
             db: state.db.clone(),
             events: state.events.clone(),

@@ -23,6 +23,15 @@ impl AppState {
     pub fn new(services: Services) -> Self {
         Self(Arc::new(services))
     }
+
+    /// The handles the connection use cases take.
+    pub fn connection_handles(&self) -> crate::connections::ConnectionHandles {
+        crate::connections::ConnectionHandles {
+            db: self.db.clone(),
+            connections: self.connections.clone(),
+            events: self.events.clone(),
+        }
+    }
 }
 
 impl std::ops::Deref for AppState {

@@ -125,7 +125,7 @@ pub async fn environment(
     match provider {
         Provider::CloudA => {
             let client = state.connections.cloud_a.as_ref().ok_or_else(not_connected)?;
-            let (_, tokens) = fresh_tokens(state, client, user_id)
+            let (_, tokens) = fresh_tokens(&state.connection_handles(), client, user_id)
                 .await
                 .map_err(|error| unavailable(&error))?
                 .ok_or_else(not_connected)?;
@@ -135,7 +135,7 @@ pub async fn environment(
             )])
         }
         Provider::CloudB => {
-            let (stored, _) = cloud_b::fresh(state, user_id)
+            let (stored, _) = cloud_b::fresh(&state.connection_handles(), user_id)
                 .await
                 .map_err(|error| unavailable(&error))?
                 .ok_or_else(not_connected)?;
@@ -143,7 +143,7 @@ pub async fn environment(
             let (key_id, secret, token) = match (access, read_only_role) {
                 (Access::ReadOnly, Some(role)) => {
                     let external_id = state.connections.external_id(user_id);
-                    let assumed = cloud_b::assume(state, user_id, &role, &external_id)
+                    let assumed = cloud_b::assume(&state.connection_handles(), user_id, &role, &external_id)
                         .await
                         .map_err(|error| unavailable(&error))?;
                     (

@@ -11,10 +11,10 @@ use serde_json::{json, Value};
 use vigil_aggregates::connection::{connection_id, ConnectionCommand, Provider};
 use vigil_secrets::cloud_a::{CloudAClient, CloudAError, CloudATokens, Freshness, Project};
 
+use super::ConnectionHandles;
 use crate::{
     event_store::{execute, Actor},
     jobs::{JobContext, JobFailure, JobHandler},
-    state::AppState,
 };
 
 pub use crate::jobs::kinds::CLOUD_A_SETUP_JOB;
@@ -51,13 +51,13 @@ pub struct SetupPayload {
 }
 
 pub struct CloudASetupHandler {
-    pub state: AppState,
+    pub state: ConnectionHandles,
 }
 
 /// The user's cloud_a tokens, refreshed first when they expire within the refresh window (and
 /// then saved again).
 pub async fn fresh_tokens(
-    state: &AppState,
+    state: &ConnectionHandles,
     client: &CloudAClient,
     user_id: &str,
 ) -> Result<Option<(crate::connections::TokenRecord, CloudATokens)>, FreshError> {
@@ -66,7 +66,7 @@ pub async fn fresh_tokens(
 
 /// [`fresh_tokens`] of any provider connected by the authorization-code flow (cloud_a, cloud_f).
 pub async fn fresh_oauth_tokens(
-    state: &AppState,
+    state: &ConnectionHandles,
     client: &CloudAClient,
     provider: Provider,
     user_id: &str,
@@ -189,7 +189,7 @@ impl JobHandler for CloudASetupHandler {
 
 /// Steps 2 to 7, once the projects are known and their connections pending.
 async fn configure<F, Fut>(
-    state: &AppState,
+    state: &ConnectionHandles,
     client: &CloudAClient,
     user_id: &str,
     tokens: &CloudATokens,
@@ -264,7 +264,7 @@ where
 }
 
 async fn connection_command(
-    state: &AppState,
+    state: &ConnectionHandles,
     user_id: &str,
     project_id: &str,
     command: ConnectionCommand,

@@ -11,19 +11,20 @@ use vigil_providers::{
     needs_refresh,
 };
 
+use super::ConnectionHandles;
 use super::{mark_failed, not_configured, provider_unavailable};
-use crate::{error::AppError, state::AppState};
+use crate::error::AppError;
 
 const PROVIDER: Provider = Provider::CloudB;
 /// STS's default, and the most a role allows unless its owner raised it.
 const SESSION_SECONDS: u32 = 3600;
 
-pub fn sts(state: &AppState) -> Result<&StsClient, AppError> {
+pub fn sts(state: &ConnectionHandles) -> Result<&StsClient, AppError> {
     state.connections.sts.as_ref().ok_or_else(|| not_configured(PROVIDER))
 }
 
 pub async fn assume(
-    state: &AppState,
+    state: &ConnectionHandles,
     user_id: &str,
     role_arn: &RoleArn,
     external_id: &str,
@@ -83,7 +84,7 @@ pub fn sts_error(error: StsError) -> AppError {
 
 /// The stored role while its account is connected, with credentials assumed again first when they
 /// expire within five minutes.
-pub async fn fresh(state: &AppState, user_id: &str) -> Result<Option<(Value, DateTime<Utc>)>, AppError> {
+pub async fn fresh(state: &ConnectionHandles, user_id: &str) -> Result<Option<(Value, DateTime<Utc>)>, AppError> {
     let Some((_, mut stored)) = state.connections.load_connected(&state.db, user_id, PROVIDER).await? else {
         return Ok(None);
     };

@@ -45,9 +45,17 @@ pub use tokens::{TokenFields, TokenRecord};
 use crate::{
     config::Config,
     error::AppError,
-    event_store::{execute, Actor},
-    state::AppState,
+    event_store::{execute, Actor, EventStore},
 };
+
+/// What the connection use cases work with: the pool, the credential stores and provider
+/// clients, and the event store (`AppState::connection_handles` hands them out).
+#[derive(Clone)]
+pub struct ConnectionHandles {
+    pub db: sqlx::PgPool,
+    pub connections: std::sync::Arc<Connectors>,
+    pub events: std::sync::Arc<EventStore>,
+}
 
 /// Name of the master key file in the data directory.
 pub const KEY_FILE: &str = "secrets.key";
@@ -456,7 +464,7 @@ impl From<AggregateError<ConnectionError>> for AppError {
 /// Stores `user_id`'s credentials for `provider` and records its `account_id` as connected with them.
 #[allow(clippy::too_many_arguments)]
 pub async fn save_and_connect(
-    state: &AppState,
+    state: &ConnectionHandles,
     user_id: &str,
     provider: Provider,
     credentials: &Value,
@@ -505,7 +513,12 @@ pub async fn save_and_connect(
 }
 
 /// Marks every live connection of `provider` as `error` (the credentials stopped working).
-pub async fn mark_failed(state: &AppState, user_id: &str, provider: Provider, reason: &str) -> Result<(), AppError> {
+pub async fn mark_failed(
+    state: &ConnectionHandles,
+    user_id: &str,
+    provider: Provider,
+    reason: &str,
+) -> Result<(), AppError> {
     for row in read::of_provider(&state.db, user_id, provider.as_str()).await? {
         let command = ConnectionCommand::Fail {
             user_id: user_id.to_owned(),
@@ -525,7 +538,11 @@ pub async fn mark_failed(state: &AppState, user_id: &str, provider: Provider, re
 
 /// The provider-specific disconnect: deletes the credentials (store, cache, token record) and
 /// marks every connection of the provider `not_connected`.
-pub async fn disconnect_provider(state: &AppState, user_id: &str, provider: Provider) -> Result<bool, AppError> {
+pub async fn disconnect_provider(
+    state: &ConnectionHandles,
+    user_id: &str,
+    provider: Provider,
+) -> Result<bool, AppError> {
     let had_credentials = state.connections.forget(&state.db, user_id, provider).await?;
     let rows = read::of_provider(&state.db, user_id, provider.as_str()).await?;
     for row in &rows {

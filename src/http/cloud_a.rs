@@ -404,11 +404,17 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
     if project_id.is_none() && !conn::has_failed_connection(&state.db, &user.id, PROVIDER).await? {
         return Ok(Json(disconnected(None)));
     }
-    let tokens = match fresh_tokens(&state, client, &user.id).await {
+    let tokens = match fresh_tokens(&state.connection_handles(), client, &user.id).await {
         Ok(Some((_, tokens))) => tokens,
         Ok(None) => return Ok(Json(disconnected(None))),
         Err(FreshError::OAuth(CloudAError::RefreshExpired)) => {
-            conn::mark_failed(&state, &user.id, PROVIDER, "the refresh token expired or was revoked").await?;
+            conn::mark_failed(
+                &state.connection_handles(),
+                &user.id,
+                PROVIDER,
+                "the refresh token expired or was revoked",
+            )
+            .await?;
             return Ok(Json(disconnected(Some("reauthentication_required"))));
         }
         Err(FreshError::OAuth(error)) => return Err(oauth_error(PROVIDER, error)),
@@ -418,7 +424,13 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
         Some(project_id) => match client.has_billing(&tokens.access_token, project_id).await {
             Ok(billing) => billing,
             Err(CloudAError::Unauthorized) => {
-                conn::mark_failed(&state, &user.id, PROVIDER, "cloud_a rejected the access token").await?;
+                conn::mark_failed(
+                    &state.connection_handles(),
+                    &user.id,
+                    PROVIDER,
+                    "cloud_a rejected the access token",
+                )
+                .await?;
                 return Ok(Json(disconnected(Some("reauthentication_required"))));
             }
             Err(error) => return Err(oauth_error(PROVIDER, error)),
@@ -465,7 +477,7 @@ pub(super) async fn disconnect_deleting(
     provider: Provider,
     what: &str,
 ) -> Result<Json<SuccessMessage>, AppError> {
-    let message = if conn::disconnect_provider(state, user_id, provider).await? {
+    let message = if conn::disconnect_provider(&state.connection_handles(), user_id, provider).await? {
         format!("{provider} disconnected; its stored {what} were deleted")
     } else {
         format!("{provider} was not connected")

@@ -130,10 +130,10 @@ async fn connect_role(state: &AppState, user: &AuthUser, request: AuthRequest) -
             "external_id is not yours: use the one from GET /cloud_b/external-id",
         ));
     }
-    let credentials = assume(state, &user.id, &role_arn, &expected).await?;
+    let credentials = assume(&state.connection_handles(), &user.id, &role_arn, &expected).await?;
     // Checked on connect like the main role: Ask mode would otherwise find it unusable later.
     if let Some(read_only) = &read_only_role_arn {
-        assume(state, &user.id, read_only, &expected)
+        assume(&state.connection_handles(), &user.id, read_only, &expected)
             .await
             .map_err(|error| match error {
                 AppError::BadRequest { code, message } => {
@@ -151,7 +151,16 @@ async fn connect_role(state: &AppState, user: &AuthUser, request: AuthRequest) -
         })),
         ..Default::default()
     };
-    conn::save_and_connect(state, &user.id, PROVIDER, &stored, &fields, role_arn.account_id(), None).await?;
+    conn::save_and_connect(
+        &state.connection_handles(),
+        &user.id,
+        PROVIDER,
+        &stored,
+        &fields,
+        role_arn.account_id(),
+        None,
+    )
+    .await?;
     Ok(Json(AuthResponse {
         status: "success",
         message: format!("Connected cloud_b account {}", role_arn.account_id()),
@@ -173,7 +182,7 @@ async fn get_credentials(
     user: Result<AuthUser, AppError>,
 ) -> Result<Json<CredentialsResponse>, StatusError> {
     let user = user?;
-    let Some((stored, expiration)) = fresh(&state, &user.id).await? else {
+    let Some((stored, expiration)) = fresh(&state.connection_handles(), &user.id).await? else {
         return Ok(Json(CredentialsResponse {
             status: "success",
             message: "cloud_b is not connected".into(),

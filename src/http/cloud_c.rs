@@ -147,7 +147,7 @@ async fn login(
         ..Default::default()
     };
     conn::save_and_connect(
-        &state,
+        &state.connection_handles(),
         &user.id,
         PROVIDER,
         &stored,
@@ -218,7 +218,13 @@ async fn credentials_still_work(state: &AppState, user_id: &str) -> Result<bool,
     {
         Ok(_) => Ok(true),
         Err(AzureError::InvalidCredentials { .. } | AzureError::InvalidTenant(_) | AzureError::AccessDenied(_)) => {
-            conn::mark_failed(state, user_id, PROVIDER, "cloud_c refused the stored credentials").await?;
+            conn::mark_failed(
+                &state.connection_handles(),
+                user_id,
+                PROVIDER,
+                "cloud_c refused the stored credentials",
+            )
+            .await?;
             Ok(false)
         }
         Err(error) => Err(provider_unavailable(PROVIDER, error)),

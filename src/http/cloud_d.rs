@@ -149,7 +149,7 @@ async fn connect(
         ..Default::default()
     };
     conn::save_and_connect(
-        &state,
+        &state.connection_handles(),
         &user.id,
         PROVIDER,
         &stored,
@@ -232,7 +232,13 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
     match state.connections.scaleway.validate(&secret_key, &organization_id).await {
         Ok(()) => Ok(Json(status(true))),
         Err(ScalewayError::InvalidCredentials(_) | ScalewayError::AccessDenied(_)) => {
-            conn::mark_failed(&state, &user.id, PROVIDER, "cloud_d rejected the stored keys").await?;
+            conn::mark_failed(
+                &state.connection_handles(),
+                &user.id,
+                PROVIDER,
+                "cloud_d rejected the stored keys",
+            )
+            .await?;
             Ok(Json(status(false)))
         }
         Err(error) => Err(scaleway_error(error)),

@@ -159,7 +159,7 @@ async fn connect(
         ..Default::default()
     };
     conn::save_and_connect(
-        &state,
+        &state.connection_handles(),
         &user.id,
         PROVIDER,
         &stored,
@@ -281,7 +281,7 @@ async fn credentials_still_work(state: &AppState, user_id: &str) -> Result<bool,
     match checked {
         Ok(()) => Ok(true),
         Err(refused @ (CloudEError::InvalidClient | CloudEError::NetworkNotFound)) => {
-            conn::mark_failed(state, user_id, PROVIDER, &refused.to_string()).await?;
+            conn::mark_failed(&state.connection_handles(), user_id, PROVIDER, &refused.to_string()).await?;
             Ok(false)
         }
         Err(error) => Err(cloud_e_error(error)),
@@ -310,7 +310,7 @@ async fn refresh_token(State(state): State<AppState>, user: AuthUser) -> Result<
         Ok(token) => token,
         Err(CloudEError::InvalidClient) => {
             conn::mark_failed(
-                &state,
+                &state.connection_handles(),
                 &user.id,
                 PROVIDER,
                 "cloud_e rejected the stored client credentials",

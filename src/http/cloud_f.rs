@@ -129,7 +129,7 @@ async fn callback(
     let credentials = serde_json::to_value(&tokens).expect("tokens serialise");
     let account = tokens.email.clone().unwrap_or_else(|| DEFAULT_ACCOUNT.to_owned());
     conn::save_and_connect(
-        &state,
+        &state.connection_handles(),
         &user_id,
         PROVIDER,
         &credentials,
@@ -166,11 +166,17 @@ async fn status(_: Enabled, State(state): State<AppState>, user: AuthUser) -> Re
     if !connected && !conn::has_failed_connection(&state.db, &user.id, PROVIDER).await? {
         return Ok(Json(disconnected(scopes, None)));
     }
-    let tokens = match fresh_oauth_tokens(&state, client, PROVIDER, &user.id).await {
+    let tokens = match fresh_oauth_tokens(&state.connection_handles(), client, PROVIDER, &user.id).await {
         Ok(Some((_, tokens))) => tokens,
         Ok(None) => return Ok(Json(disconnected(scopes, None))),
         Err(FreshError::OAuth(CloudAError::RefreshExpired)) => {
-            conn::mark_failed(&state, &user.id, PROVIDER, "the refresh token expired or was revoked").await?;
+            conn::mark_failed(
+                &state.connection_handles(),
+                &user.id,
+                PROVIDER,
+                "the refresh token expired or was revoked",
+            )
+            .await?;
             return Ok(Json(disconnected(scopes, Some("reauthentication_required"))));
         }
         Err(FreshError::OAuth(error)) => return Err(oauth_error(PROVIDER, error)),

@@ -8,11 +8,9 @@ pub const KNOWN_DEBT: &[(&str, &str, &str)] = &[
     ("agent", "ws", "the agent speaks the socket's wire format (ws::protocol's ChatQuery, ServerMessage) and its Outbox relays through ws::fanout"),
     ("ws", "agent", "the socket runs agent::answer with the agent's Outbox; protocol maps a Mode to agent::credentials::Access"),
     ("analysis", "ws", "incident_chat.rs builds a ws::protocol::ChatQuery (and a socket Outbox) to reuse agent::answer"),
-    ("agent", "connections", "agent/credentials.rs gets cloud_cli's credentials from connections (cloud_a tokens, cloud_b roles)"),
     // Use cases take the whole AppState instead of the handles they use.
     ("agent", "state", "agent::answer, its tools and its credentials take AppState"),
     ("analysis", "state", "the RCA, postmortem and incident-chat job handlers take AppState"),
-    ("connections", "state", "Connectors' operations and the cloud_a setup job take AppState"),
     // The HTTP middleware and the state that holds everything form one loop.
     ("auth", "state", "the identity extractors read login sessions and config from AppState"),
     ("db_circuit", "state", "the database gate is a middleware over AppState"),
@@ -23,7 +21,6 @@ pub const KNOWN_DEBT: &[(&str, &str, &str)] = &[
     // AppState holding a handle is the right direction; these close the loops above.
     ("state", "agent", "AppState holds the agent's CliConfig and ReplyTurns"),
     ("state", "auth", "AppState holds the password hasher and login sessions"),
-    ("state", "connections", "AppState holds the Connectors"),
     ("state", "db_circuit", "AppState holds the DatabaseCircuit"),
     ("state", "rate_limit", "AppState holds the RateLimiter"),
     ("state", "ws", "AppState holds the SessionFanout"),
