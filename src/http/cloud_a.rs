@@ -404,17 +404,12 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
     if project_id.is_none() && !conn::has_failed_connection(&state.db, &user.id, PROVIDER).await? {
         return Ok(Json(disconnected(None)));
     }
-    let tokens = match fresh_tokens(&state.connection_handles(), client, &user.id).await {
+    let handles = state.connection_handles();
+    let tokens = match fresh_tokens(&handles, client, &user.id).await {
         Ok(Some((_, tokens))) => tokens,
         Ok(None) => return Ok(Json(disconnected(None))),
         Err(FreshError::OAuth(CloudAError::RefreshExpired)) => {
-            conn::mark_failed(
-                &state.connection_handles(),
-                &user.id,
-                PROVIDER,
-                "the refresh token expired or was revoked",
-            )
-            .await?;
+            conn::mark_failed(&handles, &user.id, PROVIDER, "the refresh token expired or was revoked").await?;
             return Ok(Json(disconnected(Some("reauthentication_required"))));
         }
         Err(FreshError::OAuth(error)) => return Err(oauth_error(PROVIDER, error)),
@@ -424,13 +419,7 @@ async fn status(State(state): State<AppState>, user: AuthUser) -> Result<Json<Cl
         Some(project_id) => match client.has_billing(&tokens.access_token, project_id).await {
             Ok(billing) => billing,
             Err(CloudAError::Unauthorized) => {
-                conn::mark_failed(
-                    &state.connection_handles(),
-                    &user.id,
-                    PROVIDER,
-                    "cloud_a rejected the access token",
-                )
-                .await?;
+                conn::mark_failed(&handles, &user.id, PROVIDER, "cloud_a rejected the access token").await?;
                 return Ok(Json(disconnected(Some("reauthentication_required"))));
             }
             Err(error) => return Err(oauth_error(PROVIDER, error)),

@@ -130,10 +130,11 @@ async fn connect_role(state: &AppState, user: &AuthUser, request: AuthRequest) -
             "external_id is not yours: use the one from GET /cloud_b/external-id",
         ));
     }
-    let credentials = assume(&state.connection_handles(), &user.id, &role_arn, &expected).await?;
+    let handles = state.connection_handles();
+    let credentials = assume(&handles, &user.id, &role_arn, &expected).await?;
     // Checked on connect like the main role: Ask mode would otherwise find it unusable later.
     if let Some(read_only) = &read_only_role_arn {
-        assume(&state.connection_handles(), &user.id, read_only, &expected)
+        assume(&handles, &user.id, read_only, &expected)
             .await
             .map_err(|error| match error {
                 AppError::BadRequest { code, message } => {
@@ -152,7 +153,7 @@ async fn connect_role(state: &AppState, user: &AuthUser, request: AuthRequest) -
         ..Default::default()
     };
     conn::save_and_connect(
-        &state.connection_handles(),
+        &handles,
         &user.id,
         PROVIDER,
         &stored,

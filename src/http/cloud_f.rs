@@ -166,17 +166,12 @@ async fn status(_: Enabled, State(state): State<AppState>, user: AuthUser) -> Re
     if !connected && !conn::has_failed_connection(&state.db, &user.id, PROVIDER).await? {
         return Ok(Json(disconnected(scopes, None)));
     }
-    let tokens = match fresh_oauth_tokens(&state.connection_handles(), client, PROVIDER, &user.id).await {
+    let handles = state.connection_handles();
+    let tokens = match fresh_oauth_tokens(&handles, client, PROVIDER, &user.id).await {
         Ok(Some((_, tokens))) => tokens,
         Ok(None) => return Ok(Json(disconnected(scopes, None))),
         Err(FreshError::OAuth(CloudAError::RefreshExpired)) => {
-            conn::mark_failed(
-                &state.connection_handles(),
-                &user.id,
-                PROVIDER,
-                "the refresh token expired or was revoked",
-            )
-            .await?;
+            conn::mark_failed(&handles, &user.id, PROVIDER, "the refresh token expired or was revoked").await?;
             return Ok(Json(disconnected(scopes, Some("reauthentication_required"))));
         }
         Err(FreshError::OAuth(error)) => return Err(oauth_error(PROVIDER, error)),
