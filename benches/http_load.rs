@@ -63,6 +63,20 @@ fn env_or<T: FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// Registers a user with `email`; returns its id.
+async fn register(client: &reqwest::Client, base: &str, email: &str) -> String {
+    let user: Value = client
+        .post(format!("{base}/api/auth/register"))
+        .json(&json!({ "email": email, "password": "load test password" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    user["id"].as_str().unwrap().to_owned()
+}
+
 #[derive(Default)]
 struct Outcome {
     requests: u64,
@@ -240,16 +254,7 @@ async fn main() {
     let server_task = tokio::spawn(app.run_until_stopped(shutdown.clone()));
 
     let client = reqwest::Client::new();
-    let user: Value = client
-        .post(format!("{base}/api/auth/register"))
-        .json(&json!({ "email": "load@example.com", "password": "load test password" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let user_id = user["id"].as_str().unwrap().to_owned();
+    let user_id = register(&client, &base, "load@example.com").await;
     let duration = Duration::from_secs(seconds);
     let scenarios = std::env::var("LOAD_SCENARIOS")
         .unwrap_or_else(|_| "liveness,sessions,ingest,ingest-distinct,ingest-recovering,pgbench".into());
@@ -429,16 +434,7 @@ async fn run_ingest_scenarios(
         };
         let mut users = Vec::new();
         for n in 0..tenants {
-            let user: Value = client
-                .post(format!("{base}/api/auth/register"))
-                .json(&json!({ "email": format!("tenant{round}-{n}@example.com"), "password": "load test password" }))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let user_id = user["id"].as_str().unwrap().to_owned();
+            let user_id = register(&client, base, &format!("tenant{round}-{n}@example.com")).await;
             noise.create(&client, base, &user_id).await;
             users.push(user_id);
         }

@@ -11,10 +11,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
 
-use super::{alert_post, drive_posts, AlertMix};
+use super::{alert_post, drive_posts, register, AlertMix};
 
 /// One alert of its own service, hours from any other: each opens an incident.
 fn new_incident_alert(round: &str, n: u64) -> String {
@@ -25,19 +24,6 @@ fn new_incident_alert(round: &str, n: u64) -> String {
     format!(
         r#"{{"status":"firing","alerts":[{{"status":"firing","fingerprint":"{round}-{n:016x}","labels":{{"alertname":"HighLatency","service":"{service}","severity":"critical"}},"annotations":{{"summary":"{service} p99 latency above 2s"}},"startsAt":"{fired}","endsAt":"0001-01-01T00:00:00Z"}}]}}"#
     )
-}
-
-async fn register(client: &reqwest::Client, base: &str, email: &str) -> String {
-    let user: Value = client
-        .post(format!("{base}/api/auth/register"))
-        .json(&json!({ "email": email, "password": "load test password" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    user["id"].as_str().unwrap().to_owned()
 }
 
 /// The analyses of one user's incidents: how many there are, how many ended, and the time each

@@ -53,6 +53,28 @@ async fn event_types(app: &TestApp, user: &str, incident: &str) -> Vec<String> {
         .collect()
 }
 
+/// Another writer appends to the incident: a PATCH marks its analysis running.
+async fn mark_running(app: &TestApp, user: &str, incident: &str) {
+    let patched = app
+        .send_as(
+            user,
+            Method::PATCH,
+            &format!("/api/incidents/{incident}"),
+            Some(&json!({ "auroraStatus": "running" })),
+        )
+        .await;
+    assert_eq!(patched.status(), 200);
+}
+
+/// Takes [`mark_running`]'s event back out of the incident's read row (not its events).
+async fn unproject_running(app: &TestApp, incident: &str) {
+    sqlx::query("UPDATE incidents SET version = version - 1, aurora_status = 'idle' WHERE id = $1::uuid")
+        .bind(incident)
+        .execute(&app.db)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn one_batch_places_as_one_by_one_would() {
     let app = spawn_app_without_workers().await;
@@ -226,21 +248,9 @@ async fn a_read_row_behind_its_events_is_filled_in_before_a_batch_projects() {
     let user = app.new_user().await.id;
     let opened = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "firing")).await;
     let incident = opened["alerts"][0]["incident_id"].as_str().unwrap().to_owned();
-    let patched = app
-        .send_as(
-            &user,
-            Method::PATCH,
-            &format!("/api/incidents/{incident}"),
-            Some(&json!({ "auroraStatus": "running" })),
-        )
-        .await;
-    assert_eq!(patched.status(), 200);
+    mark_running(&app, &user, &incident).await;
     // The read row misses the PATCH's event, as when its projection was deferred to the tail.
-    sqlx::query("UPDATE incidents SET version = version - 1, aurora_status = 'idle' WHERE id = $1::uuid")
-        .bind(&incident)
-        .execute(&app.db)
-        .await
-        .unwrap();
+    unproject_running(&app, &incident).await;
 
     let related = post_alert(&app, &user, "/api/source_a/alerts", &fixture("source_a", "related")).await;
     assert_eq!(related["alerts"][0]["incident_id"], json!(incident), "{related}");
@@ -470,21 +480,9 @@ async fn an_incident_another_writer_appended_to_is_caught_up_from_what_placement
         let user = app.new_user().await.id;
         let opened = placer.place(&mut conn, &[notification(&user, "firing")]).await.unwrap();
         let incident = opened[0][0].incident_id.unwrap().to_string();
-        let patched = app
-            .send_as(
-                &user,
-                Method::PATCH,
-                &format!("/api/incidents/{incident}"),
-                Some(&json!({ "auroraStatus": "running" })),
-            )
-            .await;
-        assert_eq!(patched.status(), 200);
+        mark_running(&app, &user, &incident).await;
         if row_lags {
-            sqlx::query("UPDATE incidents SET version = version - 1, aurora_status = 'idle' WHERE id = $1::uuid")
-                .bind(&incident)
-                .execute(&app.db)
-                .await
-                .unwrap();
+            unproject_running(&app, &incident).await;
         }
 
         let related = placer
