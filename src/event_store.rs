@@ -21,7 +21,7 @@ use vigil_projections::{
     incidents::IncidentsReadModel,
     silences::SilencesReadModel,
     topology::{LearnedTopology, TopologyReadModel},
-    AppendAnnouncer, EventConsumer, Projector, ReadModel, Tail, TailWakers,
+    AppendAnnouncer, EventConsumer, Projector, ReadModel, ReplayProgress, Tail, TailWakers,
 };
 
 use prometheus::{IntCounter, IntCounterVec, Registry};
@@ -129,23 +129,28 @@ impl EventStore {
             silences: Arc::new(silences),
             grouping_rules: Arc::new(grouping_rules),
             announcer,
-            // Incidents first: other read models refer to them (and replaying incidents empties
-            // the analysis tables, which the analysis projection then rebuilds).
-            consumers: vec![
-                Arc::new(Projector::new(db.clone(), IncidentsReadModel)),
-                Arc::new(crate::vector_store::IncidentEmbeddings::new(db.clone())),
-                Arc::new(Projector::new(db.clone(), IncidentAnalysisReadModel)),
-                Arc::new(Projector::new(db.clone(), ChatSessionsReadModel)),
-                Arc::new(Projector::new(db.clone(), ConnectionsReadModel)),
-                Arc::new(Projector::new(db.clone(), TopologyReadModel)),
-                Arc::new(LearnedTopology::new(db.clone())),
-                Arc::new(Projector::new(db.clone(), SilencesReadModel)),
-                Arc::new(Projector::new(db.clone(), GroupingRulesReadModel)),
-                Arc::new(IncidentAlertsInbox::new(db.clone())),
-                Arc::new(ReceivedAlertsInbox::new(db.clone())),
-            ],
+            consumers: Self::projections(db),
             reactors: Vec::new(),
         }
+    }
+
+    /// Every projection, built on `db`. Incidents first: other read models refer to them (and
+    /// replaying incidents empties the analysis tables, which the analysis projection then
+    /// rebuilds).
+    pub fn projections(db: &PgPool) -> Vec<Arc<dyn EventConsumer>> {
+        vec![
+            Arc::new(Projector::new(db.clone(), IncidentsReadModel)),
+            Arc::new(crate::vector_store::IncidentEmbeddings::new(db.clone())),
+            Arc::new(Projector::new(db.clone(), IncidentAnalysisReadModel)),
+            Arc::new(Projector::new(db.clone(), ChatSessionsReadModel)),
+            Arc::new(Projector::new(db.clone(), ConnectionsReadModel)),
+            Arc::new(Projector::new(db.clone(), TopologyReadModel)),
+            Arc::new(LearnedTopology::new(db.clone())),
+            Arc::new(Projector::new(db.clone(), SilencesReadModel)),
+            Arc::new(Projector::new(db.clone(), GroupingRulesReadModel)),
+            Arc::new(IncidentAlertsInbox::new(db.clone())),
+            Arc::new(ReceivedAlertsInbox::new(db.clone())),
+        ]
     }
 
     /// The reactors whose tails [`EventStore::spawn_tails`] starts beside the projections' (the
@@ -177,27 +182,14 @@ impl EventStore {
     /// truncation empties), or all of them. Returns each rebuilt projection with the number of
     /// events it read.
     pub async fn replay(&self, db: &PgPool, only: Option<&str>) -> anyhow::Result<Vec<(&'static str, u64)>> {
-        let chosen: Vec<_> = self
-            .consumers
-            .iter()
-            .filter(|c| only.is_none_or(|name| c.name() == name || REBUILT_WITH.contains(&(name, c.name()))))
-            .collect();
-        if chosen.is_empty() {
-            let known: Vec<_> = self.consumers.iter().map(|c| c.name()).collect();
-            anyhow::bail!(
-                "no projection named {:?}; known: {}",
-                only.unwrap_or_default(),
-                known.join(", ")
-            );
-        }
+        let chosen = chosen(&self.consumers, only)?;
         // Two lanes at once: incidents, then the projections that refer to them; the others
         // beside them. A replay is mostly PostgreSQL's work, and one lane leaves a core idle.
-        let (after_one_another, beside): (Vec<Arc<dyn EventConsumer>>, Vec<_>) =
-            chosen.into_iter().cloned().partition(|c| {
-                REBUILT_WITH
-                    .iter()
-                    .any(|&(first, then)| c.name() == first || c.name() == then)
-            });
+        let (after_one_another, beside): (Vec<Arc<dyn EventConsumer>>, Vec<_>) = chosen.into_iter().partition(|c| {
+            REBUILT_WITH
+                .iter()
+                .any(|&(first, then)| c.name() == first || c.name() == then)
+        });
         let in_order = |consumers: Vec<Arc<dyn EventConsumer>>| async move {
             let mut rebuilt = Vec::new();
             for consumer in consumers {
@@ -210,6 +202,43 @@ impl EventStore {
         rebuilt.extend(others);
         Ok(rebuilt)
     }
+}
+
+impl EventStore {
+    /// Rebuilds read models beside the live tables while the service serves (the one named, with
+    /// those a replay of it rebuilds, or all of them), then switches them in
+    /// ([`vigil_projections::rebuild`]). Returns each rebuilt projection with the number of
+    /// events its replay read.
+    pub async fn rebuild_online(
+        &self,
+        db: &PgPool,
+        only: Option<&str>,
+        progress: &Arc<ReplayProgress>,
+    ) -> anyhow::Result<Vec<(&'static str, u64)>> {
+        let shadow = vigil_projections::rebuild::pool(db);
+        let consumers = chosen(&Self::projections(&shadow), only)?;
+        let rebuilt = vigil_projections::rebuild::rebuild_online(db, &shadow, &consumers, progress).await;
+        shadow.close().await;
+        Ok(rebuilt?)
+    }
+}
+
+/// The projections that a rebuild of `only` (all when `None`) rebuilds.
+fn chosen(consumers: &[Arc<dyn EventConsumer>], only: Option<&str>) -> anyhow::Result<Vec<Arc<dyn EventConsumer>>> {
+    let chosen: Vec<_> = consumers
+        .iter()
+        .filter(|c| only.is_none_or(|name| c.name() == name || REBUILT_WITH.contains(&(name, c.name()))))
+        .cloned()
+        .collect();
+    if chosen.is_empty() {
+        let known: Vec<_> = consumers.iter().map(|c| c.name()).collect();
+        anyhow::bail!(
+            "no projection named {:?}; known: {}",
+            only.unwrap_or_default(),
+            known.join(", ")
+        );
+    }
+    Ok(chosen)
 }
 
 /// (projection, another it empties): the analysis tables refer to incidents, so truncating

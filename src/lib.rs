@@ -23,6 +23,7 @@ pub mod language_model;
 pub mod metrics;
 pub mod orchestration;
 pub mod rate_limit;
+pub mod replay;
 pub mod state;
 pub mod telemetry;
 pub mod text;

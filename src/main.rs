@@ -28,9 +28,8 @@ enum Command {
         /// Only this projection (e.g. `chat_sessions`); all of them when absent.
         #[arg(long)]
         projection: Option<String>,
-        /// Rebuild although a service is running: until the rebuild ends, the read tables it
-        /// truncated are empty to that service (incidents read as missing, new alerts find
-        /// nothing to correlate with, analyses of new incidents fail).
+        /// Rebuild while the service runs: the read tables are built beside the live ones, kept
+        /// current, and switched in at once when they have caught up (docs/operations.md).
         #[arg(long)]
         online: bool,
     },
@@ -73,15 +72,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Replay { projection, online } => {
             let db = migrated_pool(&cli.config, vigil::db::REPLAY_APPLICATION_NAME).await?;
-            let running = vigil::db::service_connections(&db).await?;
-            if running > 0 && !online {
-                anyhow::bail!(
-                    "a service is running against this database ({running} connections): stop it first, or pass \
-                     --online to rebuild anyway (the read tables are empty to it until the rebuild ends)"
-                );
-            }
             let events = vigil::event_store::EventStore::new(&db);
-            for (name, count) in events.replay(&db, projection.as_deref()).await? {
+            let rebuilt = if online {
+                vigil::replay::online(&events, &db, projection.as_deref()).await?
+            } else {
+                let running = vigil::db::service_connections(&db).await?;
+                if running > 0 {
+                    anyhow::bail!(
+                        "a service is running against this database ({running} connections): stop it first, or \
+                         pass --online to rebuild beside the live tables while it serves"
+                    );
+                }
+                events.replay(&db, projection.as_deref()).await?
+            };
+            for (name, count) in rebuilt {
                 tracing::info!(projection = name, events = count, "projection rebuilt");
             }
             Ok(())

@@ -17,6 +17,9 @@ pub enum ProjectionError {
     /// A reactor could not carry out its reaction (the batch comes again).
     #[error("{consumer}: {reason}")]
     Reaction { consumer: &'static str, reason: String },
+    /// An online rebuild cannot start or go on (see [`crate::rebuild`]).
+    #[error("online rebuild: {0}")]
+    Rebuild(String),
     #[error("stream {aggregate_id} misses events {from}..={to}")]
     MissingEvents { aggregate_id: String, from: i64, to: i64 },
 }

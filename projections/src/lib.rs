@@ -12,7 +12,9 @@ pub mod grouping_rules;
 pub mod incident_analysis;
 pub mod incidents;
 mod lag;
+mod progress;
 mod projector;
+pub mod rebuild;
 pub mod silences;
 mod tail;
 pub mod topology;
@@ -21,9 +23,22 @@ mod wake;
 pub use checksum::{checksums, TableChecksum};
 pub use error::ProjectionError;
 pub use lag::{lag, ConsumerLag};
+pub use progress::{ProjectionProgress, ReplayProgress};
 pub use projector::{load_all, load_ranges, Projector, ReadModel};
-pub use tail::{replay, replay_in_batches, EventConsumer, Payloads, StoredEvent, Tail, EVENTS_CHANNEL};
+pub use tail::{
+    replay, replay_in_batches, replay_observed, EventConsumer, Payloads, StoredEvent, Tail, EVENTS_CHANNEL,
+};
 pub use wake::{listen_for_appends, AppendAnnouncer, TailWakers};
+
+/// What an advisory lock key of the projections starts with, as SQL: nothing in the live schema,
+/// and the schema's name where an online rebuild writes its read tables beside the live ones
+/// ([`rebuild`]), so that the rebuild's tails and projectors never queue behind the live ones.
+macro_rules! lock_scope {
+    () => {
+        "(CASE current_schema() WHEN 'public' THEN '' ELSE current_schema() || ':' END)"
+    };
+}
+pub(crate) use lock_scope;
 
 /// `sql` with each parameter `$n` renumbered `$(n + offset)`, so that a statement's parts written
 /// apart (a read model's row writes, say) can be put in one statement after other parameters.

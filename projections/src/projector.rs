@@ -151,10 +151,14 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
         if last <= self.read_model.version(conn, aggregate_id).await? {
             return Ok(());
         }
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-            .bind(format!("{}/{aggregate_id}", R::NAME))
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query(concat!(
+            "SELECT pg_advisory_xact_lock(hashtextextended(",
+            crate::lock_scope!(),
+            " || $1, 0))"
+        ))
+        .bind(format!("{}/{aggregate_id}", R::NAME))
+        .execute(&mut *conn)
+        .await?;
         let version = self.read_model.version(conn, aggregate_id).await?;
         if last <= version {
             return Ok(());
@@ -443,11 +447,13 @@ async fn lock_aggregates(
     projection: &str,
     aggregate_ids: &[&str],
 ) -> Result<(), ProjectionError> {
-    sqlx::query(
+    sqlx::query(concat!(
         "SELECT pg_advisory_xact_lock(key)
-         FROM (SELECT DISTINCT hashtextextended($1 || '/' || id, 0) AS key FROM unnest($2::text[]) AS id
-               ORDER BY key) keys",
-    )
+         FROM (SELECT DISTINCT hashtextextended(",
+        crate::lock_scope!(),
+        " || $1 || '/' || id, 0) AS key FROM unnest($2::text[]) AS id
+               ORDER BY key) keys"
+    ))
     .bind(projection)
     .bind(aggregate_ids)
     .execute(conn)

@@ -9,7 +9,11 @@ use sqlx::{PgConnection, PgPool};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::ProjectionError;
+use crate::{
+    lock_scope,
+    progress::{Progress, ReplayProgress},
+    ProjectionError,
+};
 
 /// The channel on which appends are announced (see [`AppendAnnouncer`]).
 pub const EVENTS_CHANNEL: &str = "vigil_events";
@@ -133,6 +137,43 @@ impl Tail {
         }
     }
 
+    /// The tail of a consumer whose read tables are being rebuilt: it reads every event, those
+    /// marked `projected` too (the writers that marked them wrote the live tables, not these),
+    /// in replay-sized batches.
+    pub(crate) fn rebuilding(pool: PgPool, consumer: Arc<dyn EventConsumer>) -> Self {
+        Self {
+            includes_projected: true,
+            batch_size: REPLAY_BATCH,
+            ..Self::new(pool, consumer)
+        }
+    }
+
+    /// Hands over every committed event after the checkpoint, those past the safe horizon too,
+    /// without moving the checkpoint: the tail will read those again, and the consumer skips
+    /// what it has applied. An online rebuild's switch does this while no writer can touch the
+    /// live tables, so that the rebuilt ones hold every event the live ones do.
+    pub(crate) async fn sweep(&self) -> Result<u64, ProjectionError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut after = self.checkpoint().await?;
+        let mut handed_over = 0;
+        loop {
+            let events: Vec<StoredEvent> =
+                sqlx::query_as(&self.read_statement("($2::bigint::text::xid8, $3)", "$4", false))
+                    .bind(self.consumer.aggregate_type())
+                    .bind(after.0)
+                    .bind(after.1)
+                    .bind(self.batch_size)
+                    .fetch_all(&mut *conn)
+                    .await?;
+            let Some(last) = events.last() else {
+                return Ok(handed_over);
+            };
+            after = (last.transaction_id, last.global_position);
+            self.consumer.consume(&events).await?;
+            handed_over += events.len() as u64;
+        }
+    }
+
     /// Shares `rounds` with the process's other tails: a round holds one pooled connection (its
     /// reading lock) while it takes others, so tails that all started rounds at once on a small
     /// pool could each hold one and wait for another forever. Bounding the rounds in flight
@@ -177,17 +218,25 @@ impl Tail {
         let key = format!("event-consumer/{}", self.consumer.name());
         let held = match wait {
             Wait::Yes => {
-                sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-                    .bind(key)
-                    .execute(&mut *lock)
-                    .await?;
+                sqlx::query(concat!(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(",
+                    lock_scope!(),
+                    " || $1, 0))"
+                ))
+                .bind(key)
+                .execute(&mut *lock)
+                .await?;
                 true
             }
             Wait::No => {
-                sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))")
-                    .bind(key)
-                    .fetch_one(&mut *lock)
-                    .await?
+                sqlx::query_scalar(concat!(
+                    "SELECT pg_try_advisory_xact_lock(hashtextextended(",
+                    lock_scope!(),
+                    " || $1, 0))"
+                ))
+                .bind(key)
+                .fetch_one(&mut *lock)
+                .await?
             }
         };
         Ok(held.then_some(lock))
@@ -239,6 +288,11 @@ impl Tail {
     /// applies them all, and would fetch them), without payload and metadata for a consumer that
     /// asks for none.
     fn batch_after(&self, after: &str, limit: &str) -> String {
+        self.read_statement(after, limit, true)
+    }
+
+    /// [`Self::batch_after`], or without the safe horizon when not `safe` (see [`Self::sweep`]).
+    fn read_statement(&self, after: &str, limit: &str, safe: bool) -> String {
         let (payload, metadata) = match self.consumer.payloads() {
             Payloads::None if !self.includes_projected => ("'null'::json", "'null'::json"),
             Payloads::None | Payloads::All | Payloads::OfTypes(_) => ("payload", "metadata"),
@@ -248,11 +302,15 @@ impl Tail {
                     sequence, event_type, event_version, {payload} AS payload, {metadata} AS metadata, recorded_at
              FROM events
              WHERE aggregate_type = $1{selection}
-               AND (transaction_id, global_position) > {after}
-               AND transaction_id < {SAFE_HORIZON}
+               AND (transaction_id, global_position) > {after}{horizon}
              ORDER BY events.transaction_id, events.global_position
              LIMIT {limit}",
-            selection = self.selection()
+            selection = self.selection(),
+            horizon = if safe {
+                format!("\n               AND transaction_id < {SAFE_HORIZON}")
+            } else {
+                String::new()
+            }
         )
     }
 
@@ -428,11 +486,29 @@ pub async fn replay(pool: &PgPool, consumer: Arc<dyn EventConsumer>) -> Result<u
     replay_in_batches(pool, consumer, REPLAY_BATCH).await
 }
 
+/// [`replay`], telling `progress` how far it has come.
+pub async fn replay_observed(
+    pool: &PgPool,
+    consumer: Arc<dyn EventConsumer>,
+    progress: &Arc<ReplayProgress>,
+) -> Result<u64, ProjectionError> {
+    replay_with(pool, consumer, REPLAY_BATCH, Some(progress)).await
+}
+
 /// [`replay`], handing the consumer `batch_size` events at a time.
 pub async fn replay_in_batches(
     pool: &PgPool,
     consumer: Arc<dyn EventConsumer>,
     batch_size: i64,
+) -> Result<u64, ProjectionError> {
+    replay_with(pool, consumer, batch_size, None).await
+}
+
+async fn replay_with(
+    pool: &PgPool,
+    consumer: Arc<dyn EventConsumer>,
+    batch_size: i64,
+    observer: Option<&Arc<ReplayProgress>>,
 ) -> Result<u64, ProjectionError> {
     let tail = Tail {
         includes_projected: true,
@@ -450,12 +526,17 @@ pub async fn replay_in_batches(
     .fetch_optional(pool)
     .await?
     .unwrap_or((0, 0));
-    let rebuilt = rebuild(&tail, &consumer, last).await;
+    let rebuilt = rebuild(&tail, &consumer, last, observer).await;
     release(reading).await?;
     rebuilt
 }
 
-async fn rebuild(tail: &Tail, consumer: &Arc<dyn EventConsumer>, last: (i64, i64)) -> Result<u64, ProjectionError> {
+async fn rebuild(
+    tail: &Tail,
+    consumer: &Arc<dyn EventConsumer>,
+    last: (i64, i64),
+    observer: Option<&Arc<ReplayProgress>>,
+) -> Result<u64, ProjectionError> {
     tail.reset_checkpoint().await?;
     consumer.reset().await?;
     let total: i64 = sqlx::query_scalar(&format!(
@@ -465,7 +546,7 @@ async fn rebuild(tail: &Tail, consumer: &Arc<dyn EventConsumer>, last: (i64, i64
     .bind(consumer.aggregate_type())
     .fetch_one(&tail.pool)
     .await?;
-    let mut progress = Progress::new(consumer.name(), total as u64);
+    let mut progress = Progress::new(consumer.name(), total as u64, observer);
     let deadline = tokio::time::Instant::now() + REPLAY_PATIENCE;
     // Two connections beside the consumer's: one reads the next batch while the consumer applies
     // the one before, the other moves the checkpoint.
@@ -504,64 +585,6 @@ async fn rebuild(tail: &Tail, consumer: &Arc<dyn EventConsumer>, last: (i64, i64
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
         next = tail.read_after(&mut reader, after).await?;
-    }
-}
-
-/// A replay's progress, logged every few seconds: events handed over, the share of those the
-/// replay found at its start, the rate and the time left at that rate.
-struct Progress {
-    consumer: &'static str,
-    total: u64,
-    handed_over: u64,
-    started: std::time::Instant,
-    reported: std::time::Instant,
-}
-
-impl Progress {
-    const EVERY: Duration = Duration::from_secs(5);
-
-    fn new(consumer: &'static str, total: u64) -> Self {
-        tracing::info!(consumer, events = total, "replay started");
-        let now = std::time::Instant::now();
-        Self {
-            consumer,
-            total,
-            handed_over: 0,
-            started: now,
-            reported: now,
-        }
-    }
-
-    fn advance(&mut self, events: u64) {
-        self.handed_over += events;
-        if self.reported.elapsed() < Self::EVERY {
-            return;
-        }
-        self.reported = std::time::Instant::now();
-        let elapsed = self.started.elapsed().as_secs_f64();
-        let rate = self.handed_over as f64 / elapsed.max(f64::EPSILON);
-        let left = self.total.saturating_sub(self.handed_over) as f64 / rate.max(f64::EPSILON);
-        tracing::info!(
-            consumer = self.consumer,
-            events = self.handed_over,
-            of = self.total,
-            percent = format!("{:.1}", self.handed_over as f64 * 100.0 / self.total.max(1) as f64),
-            events_per_second = rate as u64,
-            eta_seconds = left.ceil() as u64,
-            "replaying"
-        );
-    }
-
-    fn done(&self) -> u64 {
-        let elapsed = self.started.elapsed().as_secs_f64();
-        tracing::info!(
-            consumer = self.consumer,
-            events = self.handed_over,
-            seconds = format!("{elapsed:.1}"),
-            events_per_second = (self.handed_over as f64 / elapsed.max(f64::EPSILON)) as u64,
-            "replay done"
-        );
-        self.handed_over
     }
 }
 

@@ -1,8 +1,8 @@
 //! Gauges read when `/metrics` is scraped: the job queue, live workers, each event consumer's
-//! lag, the connection pool, and whether the database answers. Three statements per scrape (the
-//! lag's beside the queue's two), each a bounded read of an index; nothing is read between
-//! scrapes. A database that does not answer within two seconds (or a pool with no connection to
-//! lend by then) reads as down.
+//! lag, an online rebuild's progress, the connection pool, and whether the database answers. Four
+//! statements per scrape (the lag's and the rebuild's beside the queue's two), each a bounded
+//! read of an index or a small table; nothing is read between scrapes. A database that does not
+//! answer within two seconds (or a pool with no connection to lend by then) reads as down.
 
 use std::time::Duration;
 
@@ -25,6 +25,8 @@ pub struct ScrapeGauges {
     live_workers: IntGauge,
     lag_events: IntGaugeVec,
     lag_seconds: GaugeVec,
+    rebuild_ratio: GaugeVec,
+    rebuild_remaining: IntGaugeVec,
     pool_connections: IntGauge,
     pool_idle: IntGauge,
     pool_max: IntGauge,
@@ -82,6 +84,18 @@ impl ScrapeGauges {
                 "Age of the oldest event an event consumer has yet to read (0 when it is caught up)",
                 "consumer",
             ),
+            rebuild_ratio: gauge_vec(
+                registry,
+                "vigil_projection_rebuild_progress_ratio",
+                "Share of its events an online rebuild (vigil replay --online) has replayed, by projection; only while one runs",
+                "projection",
+            ),
+            rebuild_remaining: int_gauge_vec(
+                registry,
+                "vigil_projection_rebuild_events_remaining",
+                "Events an online rebuild has yet to replay, by projection; only while one runs",
+                "projection",
+            ),
             pool_connections: int_gauge(
                 registry,
                 "vigil_db_pool_connections",
@@ -116,6 +130,7 @@ impl ScrapeGauges {
             tokio::try_join!(
                 job_queue(pool),
                 vigil_projections::lag(pool, &sources.consumers, LAG_EVENTS_CAP),
+                rebuilds(pool),
             )
         };
         let read = if sources.database_known_down {
@@ -128,7 +143,9 @@ impl ScrapeGauges {
         self.running.reset();
         self.lag_events.reset();
         self.lag_seconds.reset();
-        let Some(Ok(((kinds, workers), lags))) = read else {
+        self.rebuild_ratio.reset();
+        self.rebuild_remaining.reset();
+        let Some(Ok(((kinds, workers), lags, rebuilds))) = read else {
             self.database_up.set(0);
             return;
         };
@@ -156,6 +173,13 @@ impl ScrapeGauges {
             self.lag_events.with_label_values(&[lag.consumer]).set(lag.events);
             self.lag_seconds.with_label_values(&[lag.consumer]).set(lag.seconds);
         }
+        for rebuild in rebuilds {
+            let labels = [rebuild.projection.as_str()];
+            let ratio = rebuild.done as f64 / rebuild.total.max(1) as f64;
+            self.rebuild_ratio.with_label_values(&labels).set(ratio.min(1.0));
+            let remaining = rebuild.total.saturating_sub(rebuild.done);
+            self.rebuild_remaining.with_label_values(&labels).set(remaining as i64);
+        }
     }
 }
 
@@ -165,6 +189,16 @@ pub struct ScrapeSources<'a> {
     pub db: &'a sqlx::PgPool,
     pub consumers: Vec<std::sync::Arc<dyn vigil_projections::EventConsumer>>,
     pub database_known_down: bool,
+}
+
+/// The online rebuild running against the database, per projection (none most of the time).
+async fn rebuilds(pool: &sqlx::PgPool) -> sqlx::Result<Vec<vigil_projections::ProjectionProgress>> {
+    vigil_projections::rebuild::running(pool)
+        .await
+        .map_err(|error| match error {
+            vigil_projections::ProjectionError::Database(error) => error,
+            other => sqlx::Error::Protocol(other.to_string()),
+        })
 }
 
 /// Per kind with unfinished jobs: the due waiting ones, the age of the oldest, the running ones;

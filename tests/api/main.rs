@@ -21,6 +21,7 @@ mod metrics;
 mod metrics_labels;
 mod monitoring;
 mod noise_controls;
+mod online_rebuild;
 mod openapi;
 mod openapi_validity;
 mod placement;

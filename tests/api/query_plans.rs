@@ -19,7 +19,7 @@ use vigil_projections::{
     ReadModel,
 };
 
-use crate::helpers::spawn_app_without_workers;
+use crate::helpers::{eventually, spawn_app_without_workers};
 
 #[tokio::test]
 async fn key_lookups_stay_primary_key_probes_when_planned_on_empty_tables() {
@@ -122,16 +122,36 @@ async fn a_replay_and_a_catch_up_read_events_by_index_without_sorting() {
         .await;
     let projector = std::sync::Arc::new(vigil_projections::Projector::new(pool.clone(), ChatSessionsReadModel));
     vigil_projections::replay(&pool, projector.clone()).await.unwrap();
-    // A tail that finds a read row missing fetches its events (a replay reads them whole).
-    sqlx::query("TRUNCATE chat_sessions").execute(&pool).await.unwrap();
+    // A tail that finds a read row missing fetches its events (a replay reads them whole). The
+    // app's own tail of the projection is held off meanwhile (it holds no lock while it waits
+    // for a round), or it could catch up first and leave this one nothing to fetch.
+    let mut held = pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('event-consumer/chat_sessions', 0))")
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    sqlx::query("TRUNCATE chat_sessions").execute(&mut *held).await.unwrap();
     sqlx::query("DELETE FROM event_consumer_checkpoints WHERE name = 'chat_sessions'")
-        .execute(&pool)
+        .execute(&mut *held)
         .await
         .unwrap();
-    vigil_projections::Tail::new(pool.clone(), projector)
-        .catch_up()
+    let tail = vigil_projections::Tail::new(pool.clone(), projector);
+    let catching_up = tokio::spawn(async move { tail.catch_up().await });
+    // Its lock request queues behind ours, and is granted the moment ours is let go.
+    eventually("the catch-up waits for the projection's lock", || async {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks
+             WHERE locktype = 'advisory' AND NOT granted
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .fetch_one(&app.db)
         .await
         .unwrap();
+        (waiting > 0).then_some(())
+    })
+    .await;
+    held.commit().await.unwrap();
+    catching_up.await.unwrap().unwrap();
     let statements = [
         (
             "FROM event_consumer_checkpoints WHERE name = $2), 0))",

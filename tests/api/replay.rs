@@ -27,7 +27,7 @@ use crate::{
 /// citations, suggestions, verdicts, incident chat sessions), one merged into another, an alert
 /// split off, a declared topology, silences, grouping rules, a flapping alert, a chat session of the user's own:
 /// every read table has rows.
-async fn a_day_of_work(app: &TestApp) {
+pub(crate) async fn a_day_of_work(app: &TestApp) {
     for _ in 0..2 {
         let user = app.new_user().await.id;
         let redis = "dial tcp 10.9.8.7:6379: i/o timeout";

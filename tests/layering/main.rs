@@ -70,6 +70,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "health",
             "http",
             "rate_limit",
+            "replay",
             "state",
             "ws",
         ],
