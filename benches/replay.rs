@@ -18,9 +18,12 @@
 //! (`count(*)` and the length of every payload) and a replay of every projection, and prints
 //! events/s of each and their ratio. The read tables of the seed's tenants, as the live service
 //! wrote them, must come out of every replay with equal checksums; the bench fails otherwise.
+//! With `REPLAY_BENCH_ONLINE` set, an online rebuild under load follows (`replay/online.rs`).
 //! With `REPLAY_BENCH_KEEP` set, the database is kept (its URL printed) for another build's
 //! `vigil replay` to be timed on the same store.
 
+#[path = "replay/online.rs"]
+mod online;
 #[path = "support/mod.rs"]
 mod support;
 
@@ -285,6 +288,9 @@ async fn main() {
             live,
             "the replayed seed rows equal the live ones"
         );
+    }
+    if std::env::var_os("REPLAY_BENCH_ONLINE").is_some() {
+        online::run(&db, url.as_str(), events).await;
     }
     db.close().await;
     if std::env::var_os("REPLAY_BENCH_KEEP").is_some() {
