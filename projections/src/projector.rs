@@ -316,7 +316,7 @@ impl<A: Aggregate, R: ReadModel<A>> EventConsumer for Projector<A, R> {
         // The events handed over whole (a replay's) are applied as they are, where they cover
         // what a read row misses; the rest is fetched.
         let mut handed: HashMap<&str, Vec<&StoredEvent>> = HashMap::new();
-        for event in events.iter().filter(|event| !event.payload.is_null()) {
+        for event in events.iter().filter(|event| event.has_payload()) {
             handed.entry(event.aggregate_id.as_str()).or_default().push(event);
         }
         let mut given: HashMap<&str, Vec<&StoredEvent>> = HashMap::new();

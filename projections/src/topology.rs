@@ -160,7 +160,7 @@ impl EventConsumer for LearnedTopology {
         let mut conn = self.pool.acquire().await?;
         let mut rows = Vec::new();
         for event in events {
-            let user = user_actor(&event.metadata);
+            let user = user_actor(&event.metadata_value());
             let row = |from: &str, to: &str, kind| Row {
                 user_id: user.clone(),
                 incident_id: event.aggregate_id.clone(),

@@ -59,7 +59,7 @@ pub fn rca_reactor(db: sqlx::PgPool, settle: std::time::Duration) -> JobReactor 
         db,
         event_type: "IncidentOpened",
         jobs: Box::new(move |event| {
-            let opened = &event.payload["IncidentOpened"];
+            let opened = &event.payload_value()["IncidentOpened"];
             let payload = json!({ "incident_id": event.aggregate_id, "user_id": opened["user_id"] });
             let job = NewJob::new(RCA_JOB, payload).unique_key(format!("rca:incident:{}", event.aggregate_id));
             vec![job.run_at(event.recorded_at + settle)]

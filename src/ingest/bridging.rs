@@ -47,7 +47,7 @@ fn bridge_jobs(event: &StoredEvent) -> Vec<NewJob> {
     let Ok(joined) = Uuid::parse_str(&event.aggregate_id) else {
         return Vec::new();
     };
-    event.payload["AlertBridged"]["incident_ids"]
+    event.payload_value()["AlertBridged"]["incident_ids"]
         .as_array()
         .into_iter()
         .flatten()

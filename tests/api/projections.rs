@@ -298,7 +298,7 @@ impl vigil_projections::EventConsumer for WantedOnly {
         self.0.lock().unwrap().extend(
             events
                 .iter()
-                .map(|event| (event.event_type.clone(), event.payload.clone())),
+                .map(|event| (event.event_type.clone(), event.payload_value())),
         );
         Ok(())
     }
