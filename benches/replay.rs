@@ -19,6 +19,7 @@
 //! events/s of each and their ratio. The read tables of the seed's tenants, as the live service
 //! wrote them, must come out of every replay with equal checksums; the bench fails otherwise.
 //! With `REPLAY_BENCH_ONLINE` set, an online rebuild under load follows (`replay/online.rs`).
+//! `REPLAY_BENCH_REUSE=<url>` runs the online part alone on a store a run kept.
 //! With `REPLAY_BENCH_KEEP` set, the database is kept (its URL printed) for another build's
 //! `vigil replay` to be timed on the same store.
 
@@ -234,6 +235,19 @@ async fn main() {
     let target = env_or("REPLAY_BENCH_EVENTS", 1_000_000i64);
     let runs = env_or("REPLAY_BENCH_RUNS", 3usize);
     let alerts = env_or("REPLAY_BENCH_SEED_ALERTS", 2_000usize);
+    if let Ok(kept) = std::env::var("REPLAY_BENCH_REUSE") {
+        // A store an earlier run kept (REPLAY_BENCH_KEEP): no seed, no copies.
+        let db = PgPool::connect(&kept).await.unwrap();
+        let events: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+            .fetch_one(&db)
+            .await
+            .unwrap();
+        println!("store: {events} events, kept by an earlier run");
+        if std::env::var_os("REPLAY_BENCH_ONLINE").is_some() {
+            online::run(&db, &kept, events).await;
+        }
+        return;
+    }
     let (mut conn, name, url) = support::scratch_database("vigil_replay_bench").await;
 
     let started = Instant::now();

@@ -1,5 +1,6 @@
 //! `REPLAY_BENCH_ONLINE=1`: an online rebuild of the generated store while the service, running in
-//! this process, takes `REPLAY_BENCH_ALERTS_PER_SECOND` (500) alerts/s of a tenant of its own and
+//! this process, takes `REPLAY_BENCH_ALERTS_PER_SECOND` (500) alerts/s of eight tenants of its own
+//! (at most 64 requests in flight, as a sender's queue would) and
 //! serves incident lists and details to readers. It reports the rebuild's time and events/s, the
 //! readers' latency before and during the rebuild, and every failed request; then, once the load
 //! has stopped and the tails have caught up, it checks that the read tables equal a fresh offline
@@ -22,9 +23,12 @@ use super::{alert, bench_config, USER_PREFIX};
 use crate::support::env_or;
 
 const READERS: usize = 4;
+/// Alert requests in flight at once: past it the load waits, and the achieved rate shows it.
+const SENDERS_IN_FLIGHT: usize = 64;
 /// Each reader's pause between requests: ~4 × 50 reads/s, a dashboard's worth of users.
 const READ_PAUSE: Duration = Duration::from_millis(20);
-const LIVE_TENANT: &str = "replaybench-live";
+/// The live load's tenants, its alerts dealt among them in turn.
+const LIVE_TENANTS: usize = 8;
 
 /// Latencies (ms) of the reads, failures, and alerts accepted while a phase lasts.
 #[derive(Default)]
@@ -45,6 +49,25 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
 pub async fn run(db: &PgPool, url: &str, events: i64) {
     let rate = env_or("REPLAY_BENCH_ALERTS_PER_SECOND", 500u64);
     let warm_up = Duration::from_secs(env_or("REPLAY_BENCH_WARM_UP_SECS", 10u64));
+    // The store's copies were written behind the service's back: its reactors would start an
+    // analysis for every incident in them. They start where the store ends, as they would have.
+    sqlx::query("DELETE FROM jobs WHERE state IN ('available', 'retryable')")
+        .execute(db)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO event_consumer_checkpoints (name, transaction_id, global_position, updated_at)
+         SELECT name, last.transaction_id, last.global_position, now()
+         FROM unnest($1::text[]) AS name,
+              (SELECT transaction_id, global_position FROM events
+               ORDER BY transaction_id DESC, global_position DESC LIMIT 1) AS last
+         ON CONFLICT (name) DO UPDATE SET transaction_id = EXCLUDED.transaction_id,
+             global_position = EXCLUDED.global_position, updated_at = now()",
+    )
+    .bind(["reactor_rca", "reactor_postmortem", "reactor_bridges"])
+    .execute(db)
+    .await
+    .unwrap();
     let app = Application::build(bench_config(url)).await.expect("service starts");
     let state = app.state().clone();
     let base = format!("http://{}", app.http_addr());
@@ -66,20 +89,25 @@ pub async fn run(db: &PgPool, url: &str, events: i64) {
         let (client, base, observed, stop) = (client.clone(), base.clone(), observed.clone(), stop.clone());
         async move {
             let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // As a sender's webhook queue does: so many in flight at most, the rest waits.
+            let in_flight = Arc::new(tokio::sync::Semaphore::new(SENDERS_IN_FLIGHT));
             let mut i = 0;
             while !stop.load(Ordering::SeqCst) {
                 tick.tick().await;
+                let permit = in_flight.clone().acquire_owned().await.unwrap();
                 let (client, base, observed) = (client.clone(), base.clone(), observed.clone());
-                let body = alert(1_000_000 + i);
+                let body = alert(1_000_000 + i / LIVE_TENANTS);
+                let tenant = i % LIVE_TENANTS;
                 i += 1;
                 tokio::spawn(async move {
                     let sent = client
                         .post(format!("{base}/api/source_a/alerts"))
-                        .header("X-User-ID", LIVE_TENANT)
+                        .header("X-User-ID", format!("replaybench-live{tenant}"))
                         .json(&body)
                         .send()
                         .await;
+                    drop(permit);
                     let mut observed = observed.lock().unwrap();
                     match sent {
                         Ok(response) if response.status() == 202 => observed.alerts += 1,
