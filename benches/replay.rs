@@ -19,7 +19,7 @@
 //! events/s of each and their ratio. The read tables of the seed's tenants, as the live service
 //! wrote them, must come out of every replay with equal checksums; the bench fails otherwise.
 //! With `REPLAY_BENCH_ONLINE` set, an online rebuild under load follows (`replay/online.rs`).
-//! `REPLAY_BENCH_REUSE=<url>` runs the online part alone on a store a run kept.
+//! `REPLAY_BENCH_REUSE=<url>` runs on a store a run kept, without seeding or copying.
 //! With `REPLAY_BENCH_KEEP` set, the database is kept (its URL printed) for another build's
 //! `vigil replay` to be timed on the same store.
 
@@ -227,6 +227,36 @@ async fn seed_checksums(db: &PgPool) -> Vec<(String, i64, String)> {
     sums
 }
 
+/// `runs` times in alternation, a full read of the store and a replay of every projection; the
+/// seed tenants' rows must come out of each replay as `live`.
+async fn offline_runs(db: &PgPool, events: i64, runs: usize, live: &[(String, i64, String)]) {
+    let store = EventStore::new(db);
+    println!("run   full read (s)   events/s      replay (s)   events/s    replay ÷ read");
+    for run in 1..=runs {
+        let started = Instant::now();
+        let (_, bytes): (i64, i64) = sqlx::query_as("SELECT count(*), sum(length(payload::text))::bigint FROM events")
+            .fetch_one(db)
+            .await
+            .unwrap();
+        let read = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        store.replay(db, None).await.expect("replay");
+        let replay = started.elapsed().as_secs_f64();
+        println!(
+            "{run:>3}   {read:>13.2}   {:>10.0}   {replay:>11.1}   {:>8.0}   {:>12.4}   ({} MB of payloads)",
+            events as f64 / read,
+            events as f64 / replay,
+            read / replay,
+            bytes / 1_000_000
+        );
+        assert_eq!(
+            seed_checksums(db).await,
+            live,
+            "the replayed seed rows equal the live ones"
+        );
+    }
+}
+
 #[tokio::main]
 async fn main() {
     if std::env::args().any(|arg| arg == "--list") {
@@ -243,6 +273,8 @@ async fn main() {
             .await
             .unwrap();
         println!("store: {events} events, kept by an earlier run");
+        let live = seed_checksums(&db).await;
+        offline_runs(&db, events, runs, &live).await;
         if std::env::var_os("REPLAY_BENCH_ONLINE").is_some() {
             online::run(&db, &kept, events).await;
         }
@@ -278,31 +310,7 @@ async fn main() {
         started.elapsed().as_secs_f64()
     );
 
-    let store = EventStore::new(&db);
-    println!("run   full read (s)   events/s      replay (s)   events/s    replay ÷ read");
-    for run in 1..=runs {
-        let started = Instant::now();
-        let (_, bytes): (i64, i64) = sqlx::query_as("SELECT count(*), sum(length(payload::text))::bigint FROM events")
-            .fetch_one(&db)
-            .await
-            .unwrap();
-        let read = started.elapsed().as_secs_f64();
-        let started = Instant::now();
-        store.replay(&db, None).await.expect("replay");
-        let replay = started.elapsed().as_secs_f64();
-        println!(
-            "{run:>3}   {read:>13.2}   {:>10.0}   {replay:>11.1}   {:>8.0}   {:>12.4}   ({} MB of payloads)",
-            events as f64 / read,
-            events as f64 / replay,
-            read / replay,
-            bytes / 1_000_000
-        );
-        assert_eq!(
-            seed_checksums(&db).await,
-            live,
-            "the replayed seed rows equal the live ones"
-        );
-    }
+    offline_runs(&db, events, runs, &live).await;
     if std::env::var_os("REPLAY_BENCH_ONLINE").is_some() {
         online::run(&db, url.as_str(), events).await;
     }
