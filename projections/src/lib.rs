@@ -30,15 +30,20 @@ pub use tail::{
 };
 pub use wake::{listen_for_appends, AppendAnnouncer, TailWakers};
 
-/// What an advisory lock key of the projections starts with, as SQL: nothing in the live schema,
-/// and the schema's name where an online rebuild writes its read tables beside the live ones
-/// ([`rebuild`]), so that the rebuild's tails and projectors never queue behind the live ones.
-macro_rules! lock_scope {
-    () => {
-        "(CASE current_schema() WHEN 'public' THEN '' ELSE current_schema() || ':' END)"
+/// The advisory lock key of `$name` (SQL text), as the projections take it: the name alone in
+/// the live schema, prefixed with the schema's name where an online rebuild writes its read
+/// tables beside the live ones ([`rebuild`]), so that the rebuild's tails and projectors never
+/// queue behind the live ones.
+macro_rules! scoped_lock_key {
+    ($name:literal) => {
+        concat!(
+            "hashtextextended((CASE current_schema() WHEN 'public' THEN '' ELSE current_schema() || ':' END) || ",
+            $name,
+            ", 0)"
+        )
     };
 }
-pub(crate) use lock_scope;
+pub(crate) use scoped_lock_key;
 
 /// `sql` with each parameter `$n` renumbered `$(n + offset)`, so that a statement's parts written
 /// apart (a read model's row writes, say) can be put in one statement after other parameters.

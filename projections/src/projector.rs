@@ -152,9 +152,9 @@ impl<A: Aggregate, R: ReadModel<A>> Projector<A, R> {
             return Ok(());
         }
         sqlx::query(concat!(
-            "SELECT pg_advisory_xact_lock(hashtextextended(",
-            crate::lock_scope!(),
-            " || $1, 0))"
+            "SELECT pg_advisory_xact_lock(",
+            crate::scoped_lock_key!("$1"),
+            ")"
         ))
         .bind(format!("{}/{aggregate_id}", R::NAME))
         .execute(&mut *conn)
@@ -449,10 +449,9 @@ async fn lock_aggregates(
 ) -> Result<(), ProjectionError> {
     sqlx::query(concat!(
         "SELECT pg_advisory_xact_lock(key)
-         FROM (SELECT DISTINCT hashtextextended(",
-        crate::lock_scope!(),
-        " || $1 || '/' || id, 0) AS key FROM unnest($2::text[]) AS id
-               ORDER BY key) keys"
+         FROM (SELECT DISTINCT ",
+        crate::scoped_lock_key!("$1 || '/' || id"),
+        " AS key FROM unnest($2::text[]) AS id ORDER BY key) keys"
     ))
     .bind(projection)
     .bind(aggregate_ids)

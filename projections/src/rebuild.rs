@@ -100,9 +100,10 @@ pub async fn rebuild_online(
         ));
     }
     prepare(live, &tables).await?;
-    let publishing = tokio::spawn(publish_progress(live.clone(), progress.clone()));
+    // Stopped however this future ends: dropped (a caller's cancel) as well as returning.
+    let publishing = AbortOnDrop(tokio::spawn(publish_progress(live.clone(), progress.clone())));
     let built = build_and_switch(live, shadow, consumers, &tables, progress).await;
-    publishing.abort();
+    drop(publishing);
     let _ = sqlx::query("DELETE FROM projection_rebuilds").execute(live).await;
     let rebuilt = match built {
         Ok(rebuilt) => rebuilt,
@@ -249,6 +250,45 @@ async fn prepare(live: &PgPool, tables: &[RebuiltTable]) -> Result<(), Projectio
     Ok(())
 }
 
+impl Tail {
+    /// The tail of a consumer whose read tables are being rebuilt: it reads every event, those
+    /// marked `projected` too (the writers that marked them wrote the live tables, not these),
+    /// in replay-sized batches.
+    fn rebuilding(pool: PgPool, consumer: Arc<dyn EventConsumer>) -> Self {
+        Self {
+            includes_projected: true,
+            batch_size: crate::tail::REPLAY_BATCH,
+            ..Self::new(pool, consumer)
+        }
+    }
+
+    /// Hands over every committed event after the checkpoint, those past the safe horizon too,
+    /// without moving the checkpoint: the tail will read those again, and the consumer skips
+    /// what it has applied. An online rebuild's switch does this while no writer can touch the
+    /// live tables, so that the rebuilt ones hold every event the live ones do.
+    async fn sweep(&self) -> Result<u64, ProjectionError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut after = self.checkpoint().await?;
+        let mut handed_over = 0;
+        loop {
+            let events: Vec<crate::StoredEvent> =
+                sqlx::query_as(&self.read_statement("($2::bigint::text::xid8, $3)", "$4", false))
+                    .bind(self.consumer.aggregate_type())
+                    .bind(after.0)
+                    .bind(after.1)
+                    .bind(self.batch_size)
+                    .fetch_all(&mut *conn)
+                    .await?;
+            let Some(last) = events.last() else {
+                return Ok(handed_over);
+            };
+            after = (last.transaction_id, last.global_position);
+            self.consumer.consume(&events).await?;
+            handed_over += events.len() as u64;
+        }
+    }
+}
+
 /// Applies to the rebuilt tables what was appended since their replay; returns how much.
 async fn catch_up(shadow: &PgPool, consumers: &[Arc<dyn EventConsumer>]) -> Result<u64, ProjectionError> {
     let mut handed_over = 0;
@@ -292,9 +332,9 @@ async fn switch(
         .execute(&mut *tx)
         .await?;
     sqlx::query(concat!(
-        "SELECT pg_advisory_xact_lock(hashtextextended(",
-        crate::lock_scope!(),
-        " || 'event-consumer/' || name, 0)) FROM unnest($1::text[]) AS name"
+        "SELECT pg_advisory_xact_lock(",
+        crate::scoped_lock_key!("'event-consumer/' || name"),
+        ") FROM unnest($1::text[]) AS name"
     ))
     .bind(&names)
     .execute(&mut *tx)
@@ -393,6 +433,15 @@ async fn switch(
 const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 /// A progress row written longer ago than this belongs to a rebuild that died.
 const PUBLISHED_FRESH: &str = "30 seconds";
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Writes `progress` to `projection_rebuilds` every [`PUBLISH_EVERY`] until aborted.
 async fn publish_progress(live: PgPool, progress: Arc<ReplayProgress>) {

@@ -9,9 +9,8 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    lock_scope,
     progress::{Progress, ReplayProgress},
-    ProjectionError,
+    scoped_lock_key, ProjectionError,
 };
 
 /// The channel on which appends are announced (see [`AppendAnnouncer`]).
@@ -137,13 +136,13 @@ pub enum Payloads<'a> {
 /// Feeds one consumer every event of its aggregate type exactly in the order the checkpoint
 /// can trust, from its checkpoint on.
 pub struct Tail {
-    pool: PgPool,
-    consumer: Arc<dyn EventConsumer>,
-    batch_size: i64,
-    rounds: Option<Arc<Semaphore>>,
+    pub(crate) pool: PgPool,
+    pub(crate) consumer: Arc<dyn EventConsumer>,
+    pub(crate) batch_size: i64,
+    pub(crate) rounds: Option<Arc<Semaphore>>,
     /// Reads the events marked `projected` too, whatever the consumer says (a replay: its read
     /// tables were emptied).
-    includes_projected: bool,
+    pub(crate) includes_projected: bool,
 }
 
 impl Tail {
@@ -154,43 +153,6 @@ impl Tail {
             batch_size: 500,
             rounds: None,
             includes_projected: false,
-        }
-    }
-
-    /// The tail of a consumer whose read tables are being rebuilt: it reads every event, those
-    /// marked `projected` too (the writers that marked them wrote the live tables, not these),
-    /// in replay-sized batches.
-    pub(crate) fn rebuilding(pool: PgPool, consumer: Arc<dyn EventConsumer>) -> Self {
-        Self {
-            includes_projected: true,
-            batch_size: REPLAY_BATCH,
-            ..Self::new(pool, consumer)
-        }
-    }
-
-    /// Hands over every committed event after the checkpoint, those past the safe horizon too,
-    /// without moving the checkpoint: the tail will read those again, and the consumer skips
-    /// what it has applied. An online rebuild's switch does this while no writer can touch the
-    /// live tables, so that the rebuilt ones hold every event the live ones do.
-    pub(crate) async fn sweep(&self) -> Result<u64, ProjectionError> {
-        let mut conn = self.pool.acquire().await?;
-        let mut after = self.checkpoint().await?;
-        let mut handed_over = 0;
-        loop {
-            let events: Vec<StoredEvent> =
-                sqlx::query_as(&self.read_statement("($2::bigint::text::xid8, $3)", "$4", false))
-                    .bind(self.consumer.aggregate_type())
-                    .bind(after.0)
-                    .bind(after.1)
-                    .bind(self.batch_size)
-                    .fetch_all(&mut *conn)
-                    .await?;
-            let Some(last) = events.last() else {
-                return Ok(handed_over);
-            };
-            after = (last.transaction_id, last.global_position);
-            self.consumer.consume(&events).await?;
-            handed_over += events.len() as u64;
         }
     }
 
@@ -238,21 +200,17 @@ impl Tail {
         let key = format!("event-consumer/{}", self.consumer.name());
         let held = match wait {
             Wait::Yes => {
-                sqlx::query(concat!(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(",
-                    lock_scope!(),
-                    " || $1, 0))"
-                ))
-                .bind(key)
-                .execute(&mut *lock)
-                .await?;
+                sqlx::query(concat!("SELECT pg_advisory_xact_lock(", scoped_lock_key!("$1"), ")"))
+                    .bind(key)
+                    .execute(&mut *lock)
+                    .await?;
                 true
             }
             Wait::No => {
                 sqlx::query_scalar(concat!(
-                    "SELECT pg_try_advisory_xact_lock(hashtextextended(",
-                    lock_scope!(),
-                    " || $1, 0))"
+                    "SELECT pg_try_advisory_xact_lock(",
+                    scoped_lock_key!("$1"),
+                    ")"
                 ))
                 .bind(key)
                 .fetch_one(&mut *lock)
@@ -312,7 +270,7 @@ impl Tail {
     }
 
     /// [`Self::batch_after`], or without the safe horizon when not `safe` (see [`Self::sweep`]).
-    fn read_statement(&self, after: &str, limit: &str, safe: bool) -> String {
+    pub(crate) fn read_statement(&self, after: &str, limit: &str, safe: bool) -> String {
         let (payload, metadata) = match self.consumer.payloads() {
             Payloads::None if !self.includes_projected => ("'null'::json", "'null'::json"),
             Payloads::None | Payloads::All | Payloads::OfTypes(_) => ("payload", "metadata"),
@@ -414,7 +372,7 @@ impl Tail {
         }
     }
 
-    async fn checkpoint(&self) -> Result<(i64, i64), ProjectionError> {
+    pub(crate) async fn checkpoint(&self) -> Result<(i64, i64), ProjectionError> {
         let row: Option<(i64, i64)> = sqlx::query_as(
             "SELECT transaction_id::text::bigint, global_position FROM event_consumer_checkpoints WHERE name = $1",
         )
@@ -612,4 +570,4 @@ const REPLAY_PATIENCE: Duration = Duration::from_secs(60);
 
 /// Events per batch in a replay: a consumer applies a batch in a few statements, so larger
 /// batches mean fewer round trips (see benches/README.md, replay).
-const REPLAY_BATCH: i64 = 5_000;
+pub(crate) const REPLAY_BATCH: i64 = 5_000;
